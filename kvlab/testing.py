@@ -1,0 +1,170 @@
+"""The pytest plugin behind a student's `make test`: `pytest -p kvlab.testing --submission DIR`.
+
+It gives tests the `student` fixture (the submitted modules, imported in this process so a student
+sees real tracebacks), the `task(name, points=N)` marker, `--task` to run one task's tests, a
+per-task points summary, and the comparison helpers whose messages say what differed, where, and
+why. The grader swaps in a sandboxed `student` fixture with the same behaviour
+(`autograder/harness/plugin.py`); tests never reach student code any other way.
+"""
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+from collections import defaultdict
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+# Float64 logits from a KV-cached decode and from the no-cache reference differ only by the order
+# of floating-point additions (the same dot products, blocked differently), about 1e-14 on the
+# course's models. Any real bug (a missing prompt, a wrong position, a stale key) moves logits by
+# 1e-3 or more. 1e-9 sits between the two with five orders of magnitude to spare on each side.
+LOGIT_ATOL = 1e-9
+
+
+class SubmissionError(Exception):
+    """A submitted file is missing, misnamed or cannot be imported."""
+
+
+class Submission:
+    """The student's files in `directory`: `submission.kv_decode` is the module kv_decode.py."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = Path(directory).resolve()
+        self._modules: dict[str, Any] = {}
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_"):
+            raise AttributeError(name)
+        if name not in self._modules:
+            self._modules[name] = self._import(name)
+        return self._modules[name]
+
+    def _import(self, name: str) -> Any:
+        expected = self.directory / f"{name}.py"
+        if not expected.is_file():
+            raise SubmissionError(missing_file_message(self.directory, f"{name}.py"))
+        if str(self.directory) not in sys.path:
+            sys.path.insert(0, str(self.directory))
+        sys.modules.pop(name, None)
+        try:
+            return importlib.import_module(name)
+        except Exception as error:
+            raise SubmissionError(f"{name}.py could not be imported: {type(error).__name__}: {error}") from error
+
+    def call(self, qualname: str, *args: Any, **kwargs: Any) -> Any:
+        """Run the course-library function "package.module:function" beside the student's code."""
+        module, _, function = qualname.partition(":")
+        return getattr(importlib.import_module(module), function)(*args, **kwargs)
+
+
+def missing_file_message(directory: Path, expected: str) -> str:
+    """Say what was expected, what was found, and the likely mix-up."""
+    found = sorted(p.name for p in Path(directory).iterdir()) if Path(directory).is_dir() else []
+    message = f"expected the file {expected} in your submission; found: {', '.join(found) or 'nothing'}."
+    stem = expected.lower().removesuffix(".py")
+    near = [f for f in found if stem in f.lower().replace("-", "_").replace(" ", "_")]
+    if near:
+        message += f" Did you mean {near[0]!r}? Rename it to {expected} exactly."
+    return message
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("kvlab")
+    group.addoption("--submission", default=os.environ.get("KVLAB_SUBMISSION", "."),
+                    help="folder holding the submitted .py files (default: $KVLAB_SUBMISSION or .)")
+    group.addoption("--task", default=None, help="run only the tests of this task")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "task(name, points=1): the task a test grades and its points")
+
+
+def test_task(item: pytest.Item) -> tuple[str, float]:
+    """(task name, points) of a collected test; a test without the marker is worth nothing."""
+    marker = item.get_closest_marker("task")
+    if marker is None:
+        return "ungraded", 0.0
+    return marker.args[0], float(marker.kwargs.get("points", 1))
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        item.user_properties.append(("task", test_task(item)))
+    task = config.getoption("--task")
+    if task is None:
+        return
+    keep = [item for item in items if test_task(item)[0] == task]
+    if not keep:
+        known = sorted({test_task(item)[0] for item in items})
+        raise pytest.UsageError(f"no tests for task {task!r}; tasks: {', '.join(known)}")
+    config.hook.pytest_deselected(items=[item for item in items if item not in keep])
+    items[:] = keep
+
+
+_scores: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0])
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    """Tally points: a test counts once, at its call, or at its setup when that did not pass."""
+    if report.when != "call" and not (report.when == "setup" and not report.passed):
+        return
+    task, points = dict(report.user_properties).get("task", ("ungraded", 0.0))
+    _scores[task][1] += points
+    if report.passed:
+        _scores[task][0] += points
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    if not _scores:
+        return
+    terminalreporter.section("points by task")
+    for task, (earned, possible) in sorted(_scores.items()):
+        terminalreporter.write_line(f"{task:<20} {earned:6.1f} / {possible:6.1f}")
+    earned = sum(e for e, _ in _scores.values())
+    possible = sum(p for _, p in _scores.values())
+    terminalreporter.write_line(f"{'total':<20} {earned:6.1f} / {possible:6.1f}")
+
+
+@pytest.fixture(scope="session")
+def _submission(pytestconfig: pytest.Config) -> Submission:
+    return Submission(Path(pytestconfig.getoption("--submission")))
+
+
+@pytest.fixture
+def student(_submission: Submission) -> Submission:
+    """The submitted modules: `student.kv_decode.greedy_decode(...)`."""
+    return _submission
+
+
+# Comparison helpers: each returns None when the values agree, else a message for the student.
+
+def shape_problem(name: str, actual: Any, expected_shape: Sequence[int]) -> str | None:
+    """Whether `actual` is an ndarray of `expected_shape` (message otherwise)."""
+    if not isinstance(actual, np.ndarray):
+        return f"{name} should be a numpy array of shape {tuple(expected_shape)}; got {type(actual).__name__}"
+    if actual.shape != tuple(expected_shape):
+        return f"{name} has shape {actual.shape}; expected {tuple(expected_shape)}"
+    return None
+
+
+def array_difference(name: str, actual: Any, expected: np.ndarray, atol: float = LOGIT_ATOL) -> str | None:
+    """Compare an array to the reference: shape first, then the largest difference and where."""
+    problem = shape_problem(name, actual, expected.shape)
+    if problem:
+        return problem
+    if not np.issubdtype(actual.dtype, np.number):
+        return f"{name} has dtype {actual.dtype}; expected a numeric array like {expected.dtype}"
+    if not np.all(np.isfinite(actual)):
+        where = tuple(int(i) for i in np.argwhere(~np.isfinite(actual))[0])
+        return f"{name} holds {actual[where]} at index {where}; expected {expected[where]:.6g}"
+    diff = np.abs(actual.astype(np.float64) - expected)
+    if diff.max() <= atol:
+        return None
+    where = tuple(int(i) for i in np.unravel_index(diff.argmax(), diff.shape))
+    return (f"{name} differs from the reference by up to {diff.max():.3g} (tolerance {atol:g}) at index "
+            f"{where}: got {actual[where]:.6g}, expected {expected[where]:.6g}")
