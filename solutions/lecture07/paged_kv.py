@@ -1,0 +1,157 @@
+"""Lecture 7, part 1: a paged KV store.
+
+A `BlockPool` owns the KV memory of all requests as fixed-size blocks with reference counts; a
+`PagedSequence` is one request's list of blocks. Sharing a block between requests is an incref, not
+a copy. Implement, in this order (task block_pool, then paged_sequence):
+
+1. `BlockPool`: allocate / incref / decref / refcount / num_free.
+2. `PagedSequence`: reserve / slots / free.
+
+`kvlab.paged.paged_step` uses both to run the model (read it: it shows what `slots` must return).
+Shapes: L layers, Hkv key/value heads, d head size.
+"""
+from __future__ import annotations
+
+from collections import deque
+from typing import Any
+
+import numpy as np
+
+from kvlab.model import Config
+
+
+class OutOfBlocks(RuntimeError):
+    """Raised by `BlockPool.allocate` when no block is free."""
+
+
+def check_block_id(block: Any, n_blocks: int) -> None:
+    """Given: ValueError unless `block` is an integer id in 0 .. n_blocks-1."""
+    if isinstance(block, bool) or not isinstance(block, (int, np.integer)) or not 0 <= block < n_blocks:
+        raise ValueError(f"unknown block {block!r}: ids are 0 .. {n_blocks - 1}")
+
+
+class BlockPool:
+    """`n_blocks` blocks of `block_size` token slots each, for every layer.
+
+    `k`, `v`: [n_blocks, L, block_size, Hkv, d] arrays of `dtype`. A block is free (refcount 0) or
+    in use (refcount >= 1). `allocate()` hands out any free block with refcount 1; `decref` to 0
+    frees it again. `incref`/`decref` raise ValueError for an unknown or free block; `refcount`
+    raises ValueError for an unknown block and is 0 for a free one.
+    """
+
+    def __init__(self, cfg: Config, n_blocks: int, block_size: int, dtype: Any = np.float64) -> None:
+        # BEGIN SOLUTION
+        if n_blocks < 1 or block_size < 1:
+            raise ValueError(f"n_blocks and block_size must be >= 1; got {n_blocks}, {block_size}")
+        self.n_blocks = n_blocks
+        self.block_size = block_size
+        shape = (n_blocks, cfg.n_layers, block_size, cfg.n_kv_heads, cfg.d_head)
+        self.k = np.zeros(shape, dtype=dtype)
+        self.v = np.zeros(shape, dtype=dtype)
+        self._refs = [0] * n_blocks
+        # A queue rather than a scan: allocate and free stay O(1) however large the pool.
+        self._free = deque(range(n_blocks))
+        # END SOLUTION
+
+    def allocate(self) -> int:
+        """A free block, now with refcount 1. OutOfBlocks when none is free."""
+        # BEGIN SOLUTION
+        if not self._free:
+            raise OutOfBlocks(f"all {self.n_blocks} blocks are in use")
+        block = self._free.popleft()
+        self._refs[block] = 1
+        return block
+        # END SOLUTION
+
+    def incref(self, block: int) -> None:
+        """One more user of an in-use block."""
+        # BEGIN SOLUTION
+        check_block_id(block, self.n_blocks)
+        if self._refs[block] == 0:
+            raise ValueError(f"block {block} is free")
+        self._refs[block] += 1
+        # END SOLUTION
+
+    def decref(self, block: int) -> None:
+        """One user fewer; at refcount 0 the block is free again."""
+        # BEGIN SOLUTION
+        check_block_id(block, self.n_blocks)
+        if self._refs[block] == 0:
+            raise ValueError(f"block {block} is free")
+        self._refs[block] -= 1
+        if self._refs[block] == 0:
+            self._free.append(block)
+        # END SOLUTION
+
+    def refcount(self, block: int) -> int:
+        """Users of `block`: 0 when free."""
+        # BEGIN SOLUTION
+        check_block_id(block, self.n_blocks)
+        return self._refs[block]
+        # END SOLUTION
+
+    @property
+    def num_free(self) -> int:
+        """How many blocks are free."""
+        # BEGIN SOLUTION
+        return len(self._free)
+        # END SOLUTION
+
+
+class PagedSequence:
+    """One request's KV: `blocks` (block ids in position order) in `pool`, `length` tokens stored.
+
+    Position p lives in block `blocks[p // block_size]` at offset `p % block_size`.
+    """
+
+    def __init__(self, pool: BlockPool) -> None:
+        # BEGIN SOLUTION
+        self.pool = pool
+        self.blocks: list[int] = []
+        self.length = 0
+        # END SOLUTION
+
+    def reserve(self, n: int) -> None:
+        """Allocate blocks until len(blocks) * block_size >= length + n.
+
+        All or nothing: if the pool runs out, release the blocks this call allocated and re-raise
+        OutOfBlocks, leaving the sequence as it was.
+        """
+        # BEGIN SOLUTION
+        size = self.pool.block_size
+        needed = -(-(self.length + n) // size) - len(self.blocks)
+        new: list[int] = []
+        try:
+            for _ in range(needed):
+                new.append(self.pool.allocate())
+        except OutOfBlocks:
+            for block in new:
+                self.pool.decref(block)
+            raise
+        self.blocks.extend(new)
+        # END SOLUTION
+
+    def slots(self, start: int, n: int) -> tuple[np.ndarray, np.ndarray]:
+        """(block ids, offsets within the block) of positions start .. start+n-1: two int arrays [n].
+
+        ValueError for a position beyond the reserved blocks.
+        """
+        # BEGIN SOLUTION
+        size = self.pool.block_size
+        if start < 0 or n < 0 or start + n > len(self.blocks) * size:
+            raise ValueError(
+                f"positions {start} .. {start + n - 1} are beyond the {len(self.blocks)} reserved blocks "
+                f"({len(self.blocks) * size} slots)"
+            )
+        positions = np.arange(start, start + n)
+        return np.asarray(self.blocks, dtype=np.int64)[positions // size], positions % size
+        # END SOLUTION
+
+    def free(self) -> None:
+        """Decref every block (the newest first), then blocks = [] and length = 0."""
+        # BEGIN SOLUTION
+        for block in reversed(self.blocks):
+            self.pool.decref(block)
+        self.blocks = []
+        self.length = 0
+        # END SOLUTION

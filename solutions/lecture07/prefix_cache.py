@@ -1,0 +1,296 @@
+"""Lecture 7, part 2: prefix caching.
+
+A serving system recognises a prefix it has computed before by hashing token blocks in a chain
+(digest i covers blocks 0 .. i, so equal digests mean equal prefixes), shares the cached blocks
+without copying them, and decides what to keep when memory runs out. Implement, in this order:
+
+1. `block_hashes` (task block_hashes): chained SHA-256 digests of full blocks.
+2. `PrefixCache` (task prefix_cache): hash -> physical block, holding one reference per block.
+3. `prefill` (task prefill): reuse the cached prefix, compute the rest with `kvlab.paged.paged_step`.
+4. `LRUCache`, `LFUCache`, `make_cache` (task eviction): which blocks to keep, by id, at a capacity.
+5. `hit_ratio` (task hit_ratio): replay a request trace (`kvlab.trace`) through a cache.
+"""
+from __future__ import annotations
+
+import hashlib
+from collections import OrderedDict
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import numpy as np
+
+from kvlab.model import Config
+from kvlab.paged import paged_step
+from kvlab.trace import BLOCK, Request
+from paged_kv import BlockPool, PagedSequence
+
+
+def block_hashes(tokens: Any, block_size: int, parent: str | None = None) -> list[str]:
+    """One lowercase hex SHA-256 digest (64 characters) per full block of `tokens` (1-D integers).
+
+    Digest i covers `parent` and every token of blocks 0 .. i, so it names the whole prefix. A
+    trailing partial block gets no digest. The digests depend only on the integer values (a list,
+    tuple or ndarray of any integer dtype gives the same digests) and are the same in every
+    process (so no Python `hash()`, whose seed changes per process). Continuing a chain:
+    block_hashes(a + b, n) == block_hashes(a, n) + block_hashes(b, n, parent=block_hashes(a, n)[-1])
+    when len(a) is a non-zero multiple of n.
+    """
+    # BEGIN SOLUTION
+    tokens = np.asarray(tokens)
+    if tokens.ndim != 1 or (tokens.size and not np.issubdtype(tokens.dtype, np.integer)):
+        raise ValueError(f"tokens must be a 1-D sequence of integers; got {tokens.dtype} {tokens.shape}")
+    # One fixed width and byte order, so int8, int32 and int64 arrays of equal values hash equally.
+    values = tokens.astype("<i8")
+    digests: list[str] = []
+    previous = b"" if parent is None else parent.encode()
+    for start in range(0, len(values) - block_size + 1, block_size):
+        digest = hashlib.sha256(previous + values[start:start + block_size].tobytes()).hexdigest()
+        digests.append(digest)
+        previous = digest.encode()
+    return digests
+    # END SOLUTION
+
+
+class PrefixCache:
+    """Maps a block's chained hash to the physical block in `pool` that holds its KV.
+
+    The cache holds one reference to each block it caches, so a cached block outlives the
+    requests that computed it until `clear()`.
+    """
+
+    def __init__(self, pool: BlockPool) -> None:
+        # BEGIN SOLUTION
+        self.pool = pool
+        self._blocks: dict[str, int] = {}
+        # END SOLUTION
+
+    def lookup(self, hashes: Sequence[str]) -> list[int]:
+        """The blocks of the longest leading run of `hashes` that is cached. Refcounts unchanged."""
+        # BEGIN SOLUTION
+        found = []
+        for digest in hashes:
+            if digest not in self._blocks:
+                break
+            found.append(self._blocks[digest])
+        return found
+        # END SOLUTION
+
+    def register(self, hashes: Sequence[str], blocks: Sequence[int]) -> None:
+        """Cache each (hash, block) pair whose hash is not cached yet, and incref its block."""
+        # BEGIN SOLUTION
+        if len(hashes) != len(blocks):
+            raise ValueError(f"{len(hashes)} hashes but {len(blocks)} blocks")
+        for digest, block in zip(hashes, blocks):
+            if digest not in self._blocks:
+                self.pool.incref(block)
+                self._blocks[digest] = block
+        # END SOLUTION
+
+    def clear(self) -> None:
+        """Drop every entry and decref its block."""
+        # BEGIN SOLUTION
+        for block in self._blocks.values():
+            self.pool.decref(block)
+        self._blocks.clear()
+        # END SOLUTION
+
+    def __len__(self) -> int:
+        """Number of cached blocks."""
+        # BEGIN SOLUTION
+        return len(self._blocks)
+        # END SOLUTION
+
+
+def prefill(
+    params: dict[str, np.ndarray], cfg: Config, prefix_cache: PrefixCache, tokens: Any
+) -> tuple[PagedSequence, np.ndarray, int]:
+    """Prefill a prompt (tokens 1-D), sharing its cached prefix.
+
+    Returns (seq, logits of the last position [V], number of tokens computed). The new
+    PagedSequence starts with the leading cached full blocks (incref'd, never copied); the rest
+    goes through `paged_step`. At least one token is computed: when every token would be a hit,
+    the last cached block is not used and its tokens are recomputed. Afterwards every full block
+    of the request is registered in `prefix_cache`, and seq.length == len(tokens). The logits equal
+    `kvlab.model.forward` on the whole prompt.
+    """
+    # BEGIN SOLUTION
+    tokens = np.asarray(tokens)
+    pool = prefix_cache.pool
+    hashes = block_hashes(tokens, pool.block_size)
+    shared = prefix_cache.lookup(hashes)
+    if len(shared) * pool.block_size == len(tokens):
+        shared = shared[:-1]
+    seq = PagedSequence(pool)
+    for block in shared:
+        pool.incref(block)
+    seq.blocks = list(shared)
+    seq.length = len(shared) * pool.block_size
+    try:
+        logits = paged_step(params, cfg, [seq], [tokens[seq.length:]])[0]
+    except BaseException:
+        seq.free()
+        raise
+    prefix_cache.register(hashes, seq.blocks[:len(hashes)])
+    return seq, logits[-1], len(tokens) - len(shared) * pool.block_size
+    # END SOLUTION
+
+
+def _check_capacity(capacity: int | None) -> None:
+    """Given: ValueError unless capacity is None (unlimited) or an int >= 1."""
+    if capacity is not None and (isinstance(capacity, bool) or not isinstance(capacity, int) or capacity < 1):
+        raise ValueError(f"capacity must be an int >= 1 or None; got {capacity!r}")
+
+
+class LRUCache:
+    """Block ids kept by least-recent use, at most `capacity` of them (None: unlimited).
+
+    `match(blocks)`: the number of leading blocks present; each of those counts as used now.
+    `insert(blocks)`: in order, a present block counts as used now; a missing one is added (first
+    evicting the least recently used block when the cache is full) and counts as used now.
+    Both cost O(len(blocks)) amortized, whatever the capacity.
+    """
+
+    def __init__(self, capacity: int | None) -> None:
+        # BEGIN SOLUTION
+        _check_capacity(capacity)
+        self.capacity = capacity
+        # Insertion order is recency order: the first key is the least recently used.
+        self._order: OrderedDict[int, None] = OrderedDict()
+        # END SOLUTION
+
+    def match(self, blocks: Iterable[int]) -> int:
+        # BEGIN SOLUTION
+        n = 0
+        for block in blocks:
+            if block not in self._order:
+                break
+            self._order.move_to_end(block)
+            n += 1
+        return n
+        # END SOLUTION
+
+    def insert(self, blocks: Iterable[int]) -> None:
+        # BEGIN SOLUTION
+        for block in blocks:
+            if block in self._order:
+                self._order.move_to_end(block)
+                continue
+            if self.capacity is not None and len(self._order) >= self.capacity:
+                self._order.popitem(last=False)
+            self._order[block] = None
+        # END SOLUTION
+
+    def __len__(self) -> int:
+        # BEGIN SOLUTION
+        return len(self._order)
+        # END SOLUTION
+
+    def __contains__(self, block: object) -> bool:
+        # BEGIN SOLUTION
+        return block in self._order
+        # END SOLUTION
+
+
+class LFUCache:
+    """Block ids kept by use count, at most `capacity` of them (None: unlimited).
+
+    The same interface and notion of "use" as `LRUCache`. Evicts the block with the fewest uses,
+    ties going to the least recently used; an evicted block's count is forgotten (it starts again
+    at 1 if it comes back). Both operations cost O(len(blocks)) amortized, whatever the capacity.
+    """
+
+    def __init__(self, capacity: int | None) -> None:
+        # BEGIN SOLUTION
+        _check_capacity(capacity)
+        self.capacity = capacity
+        self._uses: dict[int, int] = {}
+        # One recency-ordered bucket per use count; the least used bucket's first key is the victim.
+        self._buckets: dict[int, OrderedDict[int, None]] = {}
+        self._min_uses = 0
+        # END SOLUTION
+
+    def _use(self, block: int) -> None:
+        """Count one more use of a cached block: move it to the next count's bucket, newest last."""
+        # BEGIN SOLUTION
+        uses = self._uses[block]
+        bucket = self._buckets[uses]
+        del bucket[block]
+        if not bucket:
+            del self._buckets[uses]
+            if self._min_uses == uses:
+                self._min_uses = uses + 1
+        self._uses[block] = uses + 1
+        self._buckets.setdefault(uses + 1, OrderedDict())[block] = None
+        # END SOLUTION
+
+    def _add(self, block: int) -> None:
+        """Cache a missing block with one use, first evicting the victim when the cache is full."""
+        # BEGIN SOLUTION
+        if self.capacity is not None and len(self._uses) >= self.capacity:
+            bucket = self._buckets[self._min_uses]
+            victim, _ = bucket.popitem(last=False)
+            if not bucket:
+                del self._buckets[self._min_uses]
+            del self._uses[victim]
+        self._uses[block] = 1
+        self._buckets.setdefault(1, OrderedDict())[block] = None
+        self._min_uses = 1
+        # END SOLUTION
+
+    def match(self, blocks: Iterable[int]) -> int:
+        # BEGIN SOLUTION
+        n = 0
+        for block in blocks:
+            if block not in self._uses:
+                break
+            self._use(block)
+            n += 1
+        return n
+        # END SOLUTION
+
+    def insert(self, blocks: Iterable[int]) -> None:
+        # BEGIN SOLUTION
+        for block in blocks:
+            if block in self._uses:
+                self._use(block)
+            else:
+                self._add(block)
+        # END SOLUTION
+
+    def __len__(self) -> int:
+        # BEGIN SOLUTION
+        return len(self._uses)
+        # END SOLUTION
+
+    def __contains__(self, block: object) -> bool:
+        # BEGIN SOLUTION
+        return block in self._uses
+        # END SOLUTION
+
+
+def make_cache(capacity: int | None, policy: str) -> LRUCache | LFUCache:
+    """An empty cache: policy "lru" or "lfu"; ValueError otherwise."""
+    # BEGIN SOLUTION
+    caches = {"lru": LRUCache, "lfu": LFUCache}
+    if policy not in caches:
+        raise ValueError(f"unknown policy {policy!r}: expected 'lru' or 'lfu'")
+    return caches[policy](capacity)
+    # END SOLUTION
+
+
+def hit_ratio(trace: Sequence[Request], capacity: int | None, policy: str, block_size: int = BLOCK) -> float:
+    """Token-weighted prefix-cache hit ratio of `trace` replayed in order through a fresh cache.
+
+    For each request: n = cache.match(r.blocks); hit tokens += min(n * block_size, r.input_len);
+    total tokens += r.input_len; then cache.insert(r.blocks). Returns hit / total (0.0 for no tokens).
+    """
+    # BEGIN SOLUTION
+    cache = make_cache(capacity, policy)
+    hit = total = 0
+    for request in trace:
+        n = cache.match(request.blocks)
+        hit += min(n * block_size, request.input_len)
+        total += request.input_len
+        cache.insert(request.blocks)
+    return hit / total if total else 0.0
+    # END SOLUTION
