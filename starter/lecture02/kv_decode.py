@@ -1,0 +1,85 @@
+"""Lecture 2: decoding with a KV cache.
+
+Recomputing the whole sequence at every decode step costs O(n^2) token positions for n tokens; a KV
+cache stores each layer's keys and values once, so every step feeds only the newest token through
+the model and the whole generation costs O(n), paid for in memory. Implement, in this order:
+
+1. `KVCache` (task kv_cache): the storage `kvlab.model.forward` writes to and reads from.
+2. `greedy_decode` (task greedy_decode): prefill the prompt, then one token per step.
+3. `kv_bytes_per_token` and `kv_cache_bytes` (task kv_memory): what the cache costs.
+
+Shapes: B batch, T tokens in a call, S tokens stored, L layers, Hkv key/value heads, d head size,
+V vocabulary. Run `make test` (all tasks) or `make test TASK=kv_cache` (one task).
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from kvlab.model import Config, forward
+
+
+class KVCache:
+    """Keys and values of every layer for a batch of B sequences, up to `max_seq` tokens each.
+
+    `length` is the number of tokens stored per sequence (0 when new). `forward` calls
+    `update(layer, k, v)` once per layer with the T new tokens' k, v [B, T, Hkv, d], then
+    `advance(T)` once at the end, so all layers see the same `length` during one call.
+    """
+
+    def __init__(self, cfg: Config, batch: int, max_seq: int | None = None, dtype: Any = np.float64) -> None:
+        # YOUR CODE HERE
+        raise NotImplementedError("KVCache.__init__ (task kv_cache)")
+
+    def update(self, layer: int, k: np.ndarray, v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Store k, v [B, T, Hkv, d] at positions length .. length+T-1 of `layer`.
+
+        Returns (K, V) for positions 0 .. length+T-1 of that layer, each [B, length+T, Hkv, d].
+        Does not change `length` (that is `advance`'s job, once per forward call).
+        Raises ValueError when length+T would pass max_seq.
+        """
+        # YOUR CODE HERE
+        raise NotImplementedError("KVCache.update (task kv_cache)")
+
+    def advance(self, n: int) -> None:
+        """Record that n more tokens per sequence are now stored: length += n."""
+        # YOUR CODE HERE
+        raise NotImplementedError("KVCache.advance (task kv_cache)")
+
+    def nbytes(self) -> int:
+        """Bytes of K and V held for the stored tokens: 2 * L * B * length * Hkv * d * itemsize."""
+        # YOUR CODE HERE
+        raise NotImplementedError("KVCache.nbytes (task kv_cache)")
+
+
+def greedy_decode(
+    params: dict[str, np.ndarray], cfg: Config, prompt: np.ndarray, n_new: int
+) -> tuple[np.ndarray, list[np.ndarray]]:
+    """Greedy decoding with a KV cache.
+
+    prompt [B, T0] (integers), n_new >= 0. Prefill the whole prompt into a new KVCache (of the
+    params' dtype) in one `forward` call, then feed one new token per step. Greedy: argmax, the
+    lowest index winning a tie (np.argmax does that).
+
+    Returns (tokens [B, T0+n_new]: the prompt then the new tokens, step_logits: a list of n_new
+    arrays [B, V], element i being the logits that chose new token i). Exactly T0 + n_new - 1 token
+    positions go through `forward`: no call after the last token is chosen. n_new == 0 calls
+    nothing and returns (prompt, []).
+    """
+    # YOUR CODE HERE
+    raise NotImplementedError("greedy_decode (task greedy_decode)")
+
+
+def kv_bytes_per_token(n_layers: int, n_kv_heads: int, d_head: int, dtype_bytes: int = 2) -> int:
+    """Bytes of K and V one token occupies across all layers: 2 * n_layers * n_kv_heads * d_head * dtype_bytes."""
+    # YOUR CODE HERE
+    raise NotImplementedError("kv_bytes_per_token (task kv_memory)")
+
+
+def kv_cache_bytes(
+    n_layers: int, n_kv_heads: int, d_head: int, seq_len: int, batch: int, dtype_bytes: int = 2
+) -> int:
+    """Bytes of a KV cache holding seq_len tokens for each of batch sequences (a plain int)."""
+    # YOUR CODE HERE
+    raise NotImplementedError("kv_cache_bytes (task kv_memory)")

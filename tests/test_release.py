@@ -1,0 +1,163 @@
+"""The student bundle: exactly the expected files, no answers or private files, a working Makefile,
+and (the slow test) `make test` from a fresh virtual environment, failing on the starter and passing
+with the solution."""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+from typing import NamedTuple
+
+import pytest
+
+from test_starter import ASSIGNMENT_IDS, assert_all_not_implemented, junit_outcomes
+from tools import release
+
+ROOT = Path(__file__).resolve().parent.parent
+# Files the bundle never carries; their copies anywhere in it would be a leak.
+PRIVATE_FOLDERS = ("autograder", "tests", "solutions")
+CACHE_NAMES = {"__pycache__", ".pytest_cache", ".hypothesis"}
+
+
+class Bundle(NamedTuple):
+    assignment_id: str
+    folder: Path
+    archive: Path
+
+
+def _files(folder: Path) -> set[str]:
+    return {path.relative_to(folder).as_posix() for path in folder.rglob("*") if path.is_file()}
+
+
+def _assignment(assignment_id: str) -> dict:
+    return json.loads((ROOT / "assignments" / assignment_id / "assignment.json").read_text())
+
+
+@pytest.fixture(scope="module", params=ASSIGNMENT_IDS)
+def bundle(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Bundle:
+    folder, archive = release.write_bundle(request.param, tmp_path_factory.mktemp("dist"))
+    return Bundle(request.param, folder, archive)
+
+
+def test_bundle_holds_exactly_the_expected_files(bundle: Bundle) -> None:
+    source = ROOT / "assignments" / bundle.assignment_id
+    public_tests = {
+        f"tests/{path.relative_to(source / 'tests').as_posix()}" for path in (source / "tests").rglob("*")
+        if path.is_file() and path.suffix != ".pyc" and not CACHE_NAMES & set(path.parts)
+    }
+    expected = (
+        {path.name for path in (ROOT / "solutions" / bundle.assignment_id).glob("*.py")}
+        | {f"kvlab/{path.name}" for path in (ROOT / "kvlab").glob("*.py")}
+        | public_tests
+        | ({"demo.py"} if (source / "demo.py").is_file() else set())
+        | set(_assignment(bundle.assignment_id).get("data", []))
+        | {"README.md", "Makefile", "requirements.txt", "pytest.ini"}
+    )
+    found = _files(bundle.folder)
+    assert found == expected, f"unexpected files: {sorted(found - expected)}; missing: {sorted(expected - found)}"
+    with zipfile.ZipFile(bundle.archive) as archive:
+        zipped = {name: archive.read(name) for name in archive.namelist()}
+    on_disk = {f"{bundle.assignment_id}/{name}": (bundle.folder / name).read_bytes() for name in found}
+    assert zipped == on_disk, (f"{bundle.archive.name} should hold the folder's files under {bundle.assignment_id}/: "
+                               f"only in the zip {sorted(zipped.keys() - on_disk.keys())}, only in the folder "
+                               f"{sorted(on_disk.keys() - zipped.keys())}, or some contents differ")
+
+
+def test_bundle_holds_no_solution_line(bundle: Bundle) -> None:
+    lines = set()
+    for solution in (ROOT / "solutions" / bundle.assignment_id).glob("*.py"):
+        inside = False
+        for line in solution.read_text().split("\n"):
+            if "BEGIN SOLUTION" in line or "END SOLUTION" in line:
+                inside = "BEGIN SOLUTION" in line
+            elif inside and len(line.strip()) >= release.MIN_LEAK_LINE:
+                lines.add(line.strip())
+    assert lines, f"solutions/{bundle.assignment_id}/ has no solution line to look for"
+    leaks = {name: sorted(line for line in lines if line in (bundle.folder / name).read_text(errors="replace"))
+             for name in _files(bundle.folder)}
+    leaks = {name: found for name, found in leaks.items() if found}
+    assert not leaks, f"solution lines in the bundle: {leaks}"
+
+
+def test_bundle_holds_no_private_file(bundle: Bundle) -> None:
+    private = {
+        hashlib.sha256(path.read_bytes()).hexdigest(): path.relative_to(ROOT).as_posix()
+        for folder in PRIVATE_FOLDERS for path in (ROOT / folder).rglob("*")
+        if path.is_file() and path.stat().st_size and not CACHE_NAMES & set(path.parts)
+    }
+    copies = {name: private[digest] for name in _files(bundle.folder)
+              if (digest := hashlib.sha256((bundle.folder / name).read_bytes()).hexdigest()) in private}
+    assert not copies, f"bundle files that are copies of private files: {copies}"
+
+
+def test_bundle_requirements_are_the_students(bundle: Bundle) -> None:
+    shipped = (bundle.folder / "requirements.txt").read_text()
+    assert shipped == (ROOT / "requirements" / "student.txt").read_text(), "requirements.txt should be requirements/student.txt"
+    assert "nbgrader" not in shipped and "jsonschema" not in shipped, f"instructor packages in requirements.txt:\n{shipped}"
+
+
+def _student_env(**extra: str) -> dict[str, str]:
+    """This environment minus what would leak the repository's own runs into the bundle's."""
+    env = {name: value for name, value in os.environ.items()
+           if name not in {"MAKEFLAGS", "MFLAGS", "MAKELEVEL", "PYTEST_ADDOPTS", "KVLAB_SUBMISSION",
+                           "VIRTUAL_ENV", "PYTHONPATH"}}
+    return {**env, **extra}
+
+
+def _make(folder: Path, *targets: str, junit: Path | None = None) -> subprocess.CompletedProcess:
+    env = _student_env(**({"PYTEST_ADDOPTS": f"--junitxml={junit}"} if junit else {}))
+    # The interpreter running these tests stands in for the student's python3.
+    return subprocess.run(["make", "--no-print-directory", *targets, f"PYTHON={sys.executable}"], cwd=folder,
+                          env=env, capture_output=True, text=True, timeout=240)
+
+
+def test_make_submit_zips_exactly_the_submitted_files(bundle: Bundle, tmp_path: Path) -> None:
+    work = shutil.copytree(bundle.folder, tmp_path / "work")
+    run = _make(work, "submit")
+    files = _assignment(bundle.assignment_id)["files"]
+    assert run.returncode == 0, f"make submit failed:\n{run.stdout}{run.stderr}"
+    with zipfile.ZipFile(work / "submission.zip") as archive:
+        assert sorted(archive.namelist()) == sorted(files), f"submission.zip holds {archive.namelist()}; expected {files}"
+    assert all(name in run.stdout for name in files), f"make submit should say which files it took:\n{run.stdout}"
+
+
+def test_make_submit_names_a_missing_file(bundle: Bundle, tmp_path: Path) -> None:
+    work = shutil.copytree(bundle.folder, tmp_path / "work")
+    missing = _assignment(bundle.assignment_id)["files"][0]
+    (work / missing).unlink()
+    run = _make(work, "submit")
+    assert run.returncode != 0, f"make submit should fail without {missing}:\n{run.stdout}"
+    assert f"{missing} is missing" in run.stdout + run.stderr, f"make submit should name {missing}:\n{run.stdout}{run.stderr}"
+    assert not (work / "submission.zip").exists(), "make submit should not leave a submission.zip behind on failure"
+
+
+@pytest.mark.parametrize("assignment_id", ASSIGNMENT_IDS)
+def test_bundle_make_test_in_a_fresh_venv(assignment_id: str, tmp_path: Path) -> None:
+    """The real student path: `make test` installs .venv from requirements.txt, then runs the tests."""
+    folder, _ = release.write_bundle(assignment_id, tmp_path / "dist")
+
+    starter_report = tmp_path / "starter.xml"
+    run = _make(folder, "test", junit=starter_report)
+    assert (folder / ".venv" / ".installed").is_file(), f"make test did not install .venv:\n{run.stdout}{run.stderr}"
+    assert run.returncode != 0, f"make test should fail on the starter:\n{run.stdout[-3000:]}"
+    assert_all_not_implemented(starter_report, run.stdout)
+
+    task = _assignment(assignment_id)["tasks"][0]["name"]
+    task_report = tmp_path / "task.xml"
+    run = _make(folder, "test", f"TASK={task}", junit=task_report)
+    tasks_run = {task_run for task_run, _ in junit_outcomes(task_report).values()}
+    assert tasks_run and all(task_run.startswith(f"('{task}',") for task_run in tasks_run), (
+        f"make test TASK={task} ran tests of {sorted(tasks_run)}:\n{run.stdout[-3000:]}")
+
+    for solution in (ROOT / "solutions" / assignment_id).glob("*.py"):
+        shutil.copy(solution, folder / solution.name)
+    solution_report = tmp_path / "solution.xml"
+    run = _make(folder, "test", junit=solution_report)
+    not_passed = {name: outcome for name, (_, outcome) in junit_outcomes(solution_report).items() if outcome != "passed"}
+    assert run.returncode == 0 and not not_passed, (
+        f"make test should pass with the solution (exit {run.returncode}): {not_passed}\n{run.stdout[-3000:]}")

@@ -1,0 +1,189 @@
+"""Build the student bundle of an assignment: `dist/<id>/` and `dist/<id>.zip` (`make release A=<id>`).
+
+The bundle is everything a student needs to work offline and nothing they must not see:
+
+    <starter files>     from starter/<id>/ (checked against a fresh `make starter` first)
+    kvlab/*.py          the course library, complete
+    tests/              the public tests, from assignments/<id>/tests/
+    demo.py             assignments/<id>/demo.py, when the assignment has a demo
+    <data files>        the assignment's "data" list, paths relative to assignments/<id>/
+    README.md           the handout, assignments/<id>/README.md
+    Makefile            `make test [TASK=...]`, `make demo`, `make submit` (tools/student_files/)
+    requirements.txt    requirements/student.txt
+    pytest.ini          tools/student_files/pytest.ini
+
+Never solutions, hidden tests, mutants or the repository's own tests: the bundle is assembled from
+the list above only, and the build fails if any line of a solution region turns up in it.
+
+    python -m tools.release ID [ID ...] [--out DIR]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import sys
+import zipfile
+from pathlib import Path
+
+from tools import make_starter
+
+ROOT = Path(__file__).resolve().parent.parent
+TEMPLATES = Path(__file__).resolve().parent / "student_files"
+# Made by running the public tests inside the repository; never part of the tests themselves.
+CACHE_NAMES = {"__pycache__", ".pytest_cache", ".hypothesis"}
+# Solution lines shorter than this are too generic to flag: the given reference `generate` in
+# kvlab/model.py shares lines such as `return tokens, step_logits` (26 characters) with the answer.
+MIN_LEAK_LINE = 30
+# A fixed timestamp (the earliest a zip can hold) makes the zip depend on the files' bytes alone.
+ZIP_DATE = (1980, 1, 1, 0, 0, 0)
+
+
+class ReleaseError(Exception):
+    """The bundle cannot be built as asked; the message says what to fix."""
+
+
+def _load_assignment(assignment_id: str, root: Path) -> dict:
+    path = root / "assignments" / assignment_id / "assignment.json"
+    if not path.is_file():
+        raise ReleaseError(f"no assignment {assignment_id!r}: {path} does not exist")
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def _starter_files(assignment_id: str, assignment: dict, root: Path) -> dict[str, bytes]:
+    """The committed starter, refusing a stale one: a bundle must never ship outdated stubs."""
+    try:
+        fresh = make_starter.starters(assignment_id, root)
+    except make_starter.StarterError as error:
+        raise ReleaseError(f"the starter cannot be generated: {error}") from error
+    files = {}
+    for name, text in fresh.items():
+        path = root / "starter" / assignment_id / name
+        if not path.is_file() or path.read_text(encoding="utf-8") != text:
+            raise ReleaseError(f"starter/{assignment_id}/{name} is missing or out of date: run `make starter`")
+        files[name] = path.read_bytes()
+    missing = [name for name in assignment["files"] if name not in files]
+    if missing:
+        raise ReleaseError(f"assignment.json lists {', '.join(missing)} under \"files\", "
+                           f"but solutions/{assignment_id}/ has no such file")
+    return files
+
+
+def _public_tests(assignment_id: str, root: Path) -> dict[str, bytes]:
+    folder = root / "assignments" / assignment_id / "tests"
+    files = {
+        f"tests/{path.relative_to(folder).as_posix()}": path.read_bytes()
+        for path in sorted(folder.rglob("*"))
+        if path.is_file() and path.suffix != ".pyc" and not CACHE_NAMES & set(path.relative_to(folder).parts)
+    }
+    if not any(Path(name).name.startswith("test_") for name in files):
+        raise ReleaseError(f"{folder} holds no test_*.py: a bundle without public tests cannot check anything")
+    return files
+
+
+def _data_files(assignment_id: str, assignment: dict, root: Path) -> dict[str, bytes]:
+    folder = (root / "assignments" / assignment_id).resolve()
+    files = {}
+    for name in assignment.get("data", []):
+        path = (folder / name).resolve()
+        if folder not in path.parents or not path.is_file():
+            raise ReleaseError(f"data file {name!r} of {assignment_id} must be a file inside {folder}")
+        files[path.relative_to(folder).as_posix()] = path.read_bytes()
+    return files
+
+
+def _student_makefile(assignment: dict) -> bytes:
+    names = assignment["files"]
+    if any(" " in name for name in names):
+        raise ReleaseError(f"submitted file names must not contain spaces (make splits on them): {names}")
+    text = (TEMPLATES / "Makefile").read_text(encoding="utf-8")
+    text = text.replace("@TITLE@", assignment["title"]).replace("@FILES@", " ".join(names))
+    return text.encode()
+
+
+def _requirements(root: Path) -> bytes:
+    text = (root / "requirements" / "student.txt").read_text(encoding="utf-8")
+    # The bundle has no other requirement files for an include to point at.
+    if any(line.lstrip().startswith(("-r", "-c")) for line in text.splitlines()):
+        raise ReleaseError("requirements/student.txt must not include other files: it ships as it is")
+    return text.encode()
+
+
+def solution_lines(assignment_id: str, root: Path = ROOT) -> set[str]:
+    """Stripped lines of the solution regions, at least MIN_LEAK_LINE characters long."""
+    lines = set()
+    for path in sorted((root / "solutions" / assignment_id).glob("*.py")):
+        inside = False
+        for line in path.read_text(encoding="utf-8").split("\n"):
+            if "BEGIN SOLUTION" in line:
+                inside = True
+            elif "END SOLUTION" in line:
+                inside = False
+            elif inside and len(line.strip()) >= MIN_LEAK_LINE:
+                lines.add(line.strip())
+    return lines
+
+
+def bundle_contents(assignment_id: str, root: Path = ROOT) -> dict[str, bytes]:
+    """Bundle path (posix, relative to the bundle's root) -> bytes, for every file of the bundle."""
+    assignment = _load_assignment(assignment_id, root)
+    handout = root / "assignments" / assignment_id / "README.md"
+    if not handout.is_file():
+        raise ReleaseError(f"{handout} is missing: every bundle carries the assignment's handout")
+    files = {
+        **_starter_files(assignment_id, assignment, root),
+        **{f"kvlab/{path.name}": path.read_bytes() for path in sorted((root / "kvlab").glob("*.py"))},
+        **_public_tests(assignment_id, root),
+        **_data_files(assignment_id, assignment, root),
+        "README.md": handout.read_bytes(),
+        "Makefile": _student_makefile(assignment),
+        "requirements.txt": _requirements(root),
+        "pytest.ini": (TEMPLATES / "pytest.ini").read_bytes(),
+    }
+    demo = root / "assignments" / assignment_id / "demo.py"
+    if demo.is_file():
+        files["demo.py"] = demo.read_bytes()
+    for line in sorted(solution_lines(assignment_id, root)):
+        leaks = [name for name, data in files.items() if line.encode() in data]
+        if leaks:
+            raise ReleaseError(f"solution line {line!r} appears in {', '.join(leaks)}: the bundle would leak it")
+    return files
+
+
+def write_bundle(assignment_id: str, out: Path, root: Path = ROOT) -> tuple[Path, Path]:
+    """Write `out/<id>/` (replacing any old one) and `out/<id>.zip` (its files under `<id>/`)."""
+    files = bundle_contents(assignment_id, root)
+    folder = out / assignment_id
+    if folder.exists():
+        shutil.rmtree(folder)
+    for name, data in files.items():
+        (folder / name).parent.mkdir(parents=True, exist_ok=True)
+        (folder / name).write_bytes(data)
+    archive = out / f"{assignment_id}.zip"
+    with zipfile.ZipFile(archive, "w", zipfile.ZIP_DEFLATED) as bundle_zip:
+        for name in sorted(files):
+            entry = zipfile.ZipInfo(f"{assignment_id}/{name}", date_time=ZIP_DATE)
+            entry.compress_type = zipfile.ZIP_DEFLATED
+            entry.external_attr = 0o644 << 16
+            bundle_zip.writestr(entry, files[name])
+    return folder, archive
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Command line: build each named bundle, print where it went, exit 1 with the reason on error."""
+    parser = argparse.ArgumentParser(prog="python -m tools.release", description=__doc__.split("\n")[0])
+    parser.add_argument("ids", nargs="+", help="assignments to bundle, e.g. lecture02")
+    parser.add_argument("--out", type=Path, default=ROOT / "dist", help="output folder (default: dist/)")
+    args = parser.parse_args(argv)
+    for assignment_id in args.ids:
+        try:
+            folder, archive = write_bundle(assignment_id, args.out)
+        except ReleaseError as error:
+            print(f"release: error: {error}", file=sys.stderr)
+            return 1
+        print(f"{assignment_id}: {folder}/ and {archive}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
