@@ -20,6 +20,7 @@ the last layer `cache.advance(T)` is called once.
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -137,7 +138,8 @@ def attention(q: np.ndarray, K: np.ndarray, V: np.ndarray) -> np.ndarray:
     S, Hkv = K.shape[1], K.shape[2]
     group = H // Hkv
     qg = q.reshape(B, T, Hkv, group, d)
-    scores = np.einsum("bthgd,bshd->bhgts", qg, K) / np.sqrt(d)
+    # math.sqrt, not np.sqrt: a numpy float64 scalar would promote float32 activations to float64.
+    scores = np.einsum("bthgd,bshd->bhgts", qg, K) / math.sqrt(d)
     visible = np.arange(S)[None, :] <= (S - T + np.arange(T))[:, None]  # [T, S]
     scores = np.where(visible, scores, -np.inf)
     scores -= scores.max(axis=-1, keepdims=True)

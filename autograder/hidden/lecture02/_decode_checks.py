@@ -1,0 +1,347 @@
+"""What the hidden lecture-2 tests share: the models, prompts, the reference, and the diagnoses.
+
+Every `*_problem` function returns None when the student's values agree with what the contract
+says, else the message the student sees: what differed, where, and the likely cause. Only those
+messages reach the student (the grader runs with --assert=plain and never shows test source), so
+they carry the whole explanation. Expected values come from `kvlab.model.generate` / `forward`
+without a cache, or from the contract's formulas; never from student code.
+
+Shapes: B batch, T0 prompt length, V vocabulary, L layers, Hkv key/value heads, d head size.
+"""
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from kvlab.model import TINY, Config, config_like, forward, init_params
+from kvlab.testing import FLOAT32_LOGIT_ATOL, LOGIT_ATOL, array_difference, shape_problem
+
+# The cache holds n_kv_heads heads per layer, so the three attention variants give caches of
+# different shapes: multi-head (Hkv = H), grouped-query (1 < Hkv < H, TINY itself), multi-query.
+CONFIGS: dict[str, Config] = {
+    "MHA": config_like(TINY, n_kv_heads=TINY.n_heads, name="tiny-mha"),
+    "GQA": TINY,
+    "MQA": config_like(TINY, n_kv_heads=1, name="tiny-mqa"),
+}
+
+# Float64 differences above LOGIT_ATOL but below this are float32 rounding, not a logic error.
+_ROUNDING_SIZED = 1e-4
+
+
+@functools.lru_cache(maxsize=None)
+def _master_params(config: str, dtype: str, seed: int) -> dict[str, np.ndarray]:
+    return init_params(CONFIGS[config], seed=seed, dtype=np.dtype(dtype))
+
+
+def params_for(config: str, dtype: Any = np.float64, seed: int = 0) -> dict[str, np.ndarray]:
+    """Weights for CONFIGS[config]: fresh copies, so one test can never see another's changes."""
+    master = _master_params(config, np.dtype(dtype).name, seed)
+    return {name: array.copy() for name, array in master.items()}
+
+
+def prompt_for(cfg: Config, batch: int, length: int, seed: int) -> np.ndarray:
+    """A random prompt [batch, length] of int64 token ids."""
+    return np.random.default_rng(seed).integers(0, cfg.vocab, size=(batch, length), dtype=np.int64)
+
+
+def kv_chunk(cfg: Config, batch: int, length: int, seed: int, dtype: Any = np.float64) -> np.ndarray:
+    """Random keys (or values) for every layer: [L, batch, length, Hkv, d]."""
+    rng = np.random.default_rng(seed)
+    shape = (cfg.n_layers, batch, length, cfg.n_kv_heads, cfg.d_head)
+    return rng.normal(size=shape).astype(dtype)
+
+
+def describe(cfg: Config) -> str:
+    """A config as a student can read it in a message."""
+    return f"{cfg.name} (L={cfg.n_layers}, H={cfg.n_heads}, Hkv={cfg.n_kv_heads}, d={cfg.d_head})"
+
+
+def exception_from(fn: Callable[..., Any], *args: Any) -> BaseException | None:
+    """The exception `fn(*args)` raises, or None. Lets a test turn a raise into a message it writes."""
+    try:
+        fn(*args)
+    except Exception as error:  # a student's exception of any type is a finding, not a crash
+        return error
+    return None
+
+
+# ----------------------------------------------------------------------------------------------
+# KVCache
+
+
+def stored_problem(
+    name: str, actual: Any, expected: np.ndarray, length: int, layer: int, all_layers: np.ndarray
+) -> str | None:
+    """Compare what `update(layer, ...)` returned for K (or V) with every position stored so far.
+
+    expected [B, length+T, Hkv, d]; all_layers [L, B, length+T, Hkv, d] holds what was stored in
+    every layer, to recognise one layer's data showing up in another's.
+    """
+    B, S = expected.shape[:2]
+    T = S - length
+    problem = shape_problem(name, actual, expected.shape)
+    if problem:
+        if isinstance(actual, np.ndarray) and actual.ndim == 4 and actual.shape[0] == B:
+            got = actual.shape[1]
+            if got == T and length:
+                return (f"{problem}: it holds only the T={T} new positions. update must return every "
+                        f"position stored in this layer, 0 .. length+T-1 = 0 .. {S - 1}, the new ones "
+                        "included, not only the new tokens")
+            if got == length:
+                return f"{problem}: the T={T} new positions are missing; store them before returning"
+            if got > S:
+                return (f"{problem}: it has {got} positions, more than the {S} stored; return only "
+                        f"positions 0 .. length+T-1 (slice the preallocated buffer to length+T)")
+        return problem
+    mismatch = np.argwhere(actual != expected)
+    if not len(mismatch):
+        return None
+    row, pos = int(mismatch[0][0]), int(mismatch[0][1])
+    where = f"{name} at batch row {row}, position {pos} (layer {layer}, length {length}, T {T})"
+    for other in range(all_layers.shape[0]):
+        if other != layer and np.array_equal(actual[row, pos], all_layers[other, row, pos]):
+            return (f"{where} holds what was stored for layer {other}: the layers share storage. "
+                    f"Each layer needs its own keys and values (index the storage by layer)")
+    for other_row in range(B):
+        if other_row != row and np.array_equal(actual[row, pos], expected[other_row, pos]):
+            return (f"{where} holds batch row {other_row}'s data: the rows of the batch are mixed up; "
+                    "keep the batch axis as it comes in k, v [B, T, Hkv, d]")
+    if pos < length:
+        return (f"{where} differs from what was stored there by an earlier update: earlier positions "
+                f"were lost or overwritten. The new tokens go at positions length .. length+T-1 "
+                f"({length} .. {S - 1}), after everything already stored")
+    return (f"{where} is not the k/v just passed in for position {pos}: the T new tokens must be "
+            f"stored at positions length .. length+T-1 ({length} .. {S - 1}) and returned there")
+
+
+def nbytes_problem(actual: Any, cfg: Config, batch: int, length: int, itemsize: int, max_seq: int) -> str | None:
+    """nbytes() against 2 * L * B * length * Hkv * d * itemsize, naming the factor that is off."""
+    per_value = cfg.n_layers * batch * cfg.n_kv_heads * cfg.d_head
+    expected = 2 * per_value * length * itemsize
+    call = (f"nbytes() of a KVCache({cfg.name}, batch={batch}, dtype itemsize {itemsize}) holding "
+            f"length={length} tokens")
+    if type(actual) is not int:
+        return (f"{call} returned {actual!r} of type {type(actual).__name__}; the contract asks for a "
+                "plain Python int (numpy integers and floats are not; wrap the result in int(...))")
+    if actual == expected:
+        return None
+    formula = f"2 * L * B * length * Hkv * d * itemsize = 2*{cfg.n_layers}*{batch}*{length}*{cfg.n_kv_heads}*{cfg.d_head}*{itemsize} = {expected}"
+    causes = {
+        2 * per_value * max_seq * itemsize: "it counts every preallocated position (max_seq) instead of "
+                                            "the stored tokens (length)",
+        per_value * length * itemsize: "the factor 2 is missing: K and V are both stored",
+        2 * per_value * length: "the dtype's itemsize is missing: count bytes, not elements",
+        2 * per_value * length * 8: "it assumes 8-byte float64 values; use the cache's dtype itemsize",
+        2 * per_value * length * itemsize // max(batch, 1): "the batch size B is missing",
+        2 * per_value * length * itemsize // cfg.n_layers: "the number of layers L is missing",
+    }
+    cause = causes.get(actual, "check each factor of the formula")
+    return f"{call} returned {actual}; expected {formula}: {cause}"
+
+
+def forward_with_cache_problem(
+    step: str, actual: Any, expected: np.ndarray, start: int, length: Any
+) -> str | None:
+    """Logits of one `forward(..., cache=your KVCache)` call against forward without a cache.
+
+    expected [B, T, V] for positions start .. start+T-1; `length` is cache.length after the call.
+    """
+    T = expected.shape[1]
+    problem = array_difference(f"the output of {step}", actual, expected)
+    if problem:
+        if start == 0:
+            cause = ("the prompt's own keys and values do not come back right from update: it must "
+                     "return the T new positions, stored at 0 .. T-1, for every layer")
+        else:
+            cause = (f"the positions before {start} came out right, so the cache loses or misplaces "
+                     f"what it stored: update must return positions 0 .. length+T-1 with the earlier "
+                     f"ones unchanged, and length must be {start} when this call starts")
+        return f"{problem}. With your KVCache {cause}"
+    if length != start + T:
+        return (f"after {step} the cache's length is {length}; expected {start + T}: forward calls "
+                f"advance({T}) once per call, and advance(n) must add n to length")
+    return None
+
+
+# ----------------------------------------------------------------------------------------------
+# greedy_decode
+
+
+def _gap(actual: Any, expected: np.ndarray) -> np.ndarray:
+    """|actual - expected| elementwise; NaN or inf in `actual` counts as an infinite difference."""
+    diff = np.abs(np.asarray(actual, dtype=np.float64) - expected)
+    return np.where(np.isfinite(diff), diff, np.inf)
+
+
+def _first_logit_divergence(
+    actual: Sequence[np.ndarray], expected: Sequence[np.ndarray], atol: float
+) -> tuple[int, int, int, float] | None:
+    """(step, batch row, vocab index, largest difference at that step) of the first step beyond atol."""
+    for step, (got, want) in enumerate(zip(actual, expected)):
+        diff = _gap(got, want)
+        if diff.max() > atol:
+            row, index = (int(i) for i in np.unravel_index(diff.argmax(), diff.shape))
+            return step, row, index, float(diff.max())
+    return None
+
+
+def _all_close(actual: Sequence[np.ndarray], expected: Sequence[np.ndarray], atol: float) -> bool:
+    return len(actual) == len(expected) > 0 and all(_gap(a, e).max() <= atol for a, e in zip(actual, expected))
+
+
+def _logits_cause(
+    step: int, row: int, diff: float, actual: Sequence[np.ndarray], expected: Sequence[np.ndarray],
+    new_tokens: np.ndarray, params: dict[str, np.ndarray], cfg: Config, atol: float,
+) -> str:
+    """Why step `step` of the decode has the wrong logits (steps before it, and their tokens, agree)."""
+    n = len(expected)
+    if diff == np.inf:
+        return ("the logits hold NaN or inf: attention probably read cache slots that were never "
+                "written (np.empty memory, or positions past length+T)")
+    if n >= 2 and _all_close(actual[: n - 1], expected[1:], atol):
+        return ("step_logits are shifted by one: element i holds the logits computed after new token i "
+                "was fed (those choose token i+1). Element i must be the logits that chose new token i: "
+                "record them before feeding the token")
+    if n >= 2 and _all_close(actual[1:], expected[: n - 1], atol):
+        return ("step_logits are shifted by one: element i holds the logits that chose token i-1. "
+                "Element i must be the logits that chose new token i")
+    if diff < _ROUNDING_SIZED:
+        return (f"the difference is tiny ({diff:.2g}) but far above float64 rounding: float32 "
+                "arithmetic somewhere. The cache must have the params' dtype, and nothing may be "
+                "cast down")
+    if step == 0:
+        return ("step 0's logits come from the prefill, so the prefill is wrong: run the whole prompt "
+                "through forward with the new cache in one call, and take the logits of the prompt's "
+                "last position")
+    # Step 0 is right: see whether step `step` is what the model gives when the cache never held the
+    # prompt, i.e. the new tokens so far run alone from position 0.
+    alone = forward(params, cfg, new_tokens[:, :step])[:, -1]
+    if _gap(actual[step], alone).max() <= atol:
+        return ("the prompt never reached the cache: these are the logits of the new tokens alone, "
+                "without the prompt. Prefill the prompt with the same cache you decode with "
+                "(forward(params, cfg, prompt, cache=cache)), created before the prefill, and check that "
+                "KVCache.update returns every stored position, not only the new ones")
+    if step == 1:
+        return ("the prefill is right but the first decode step is not, so the new token went in at the "
+                "wrong position or did not see the prompt's keys and values: feed only the new token "
+                "[B, 1] with the same cache and let forward place it at cache.length (do not pass pos0)")
+    return (f"steps 0 .. {step - 1} are right, so the cache goes wrong after a few steps: check that "
+            "each step feeds exactly the newest token, with the same cache, at position cache.length")
+
+
+def decode_problem(
+    result: Any, prompt: np.ndarray, n_new: int, expected_tokens: np.ndarray,
+    expected_logits: Sequence[np.ndarray], params: dict[str, np.ndarray], cfg: Config,
+    atol: float = LOGIT_ATOL,
+) -> str | None:
+    """A whole greedy decode against the reference `generate`.
+
+    Checks the return structure, then names the first diverging step, its token position, batch
+    row, largest difference and the likely cause.
+    """
+    B, T0 = prompt.shape
+    call = f"greedy_decode(params, {cfg.name}, prompt [B={B}, T0={T0}], n_new={n_new})"
+    if not isinstance(result, (tuple, list)) or len(result) != 2:
+        return f"{call} should return a pair (tokens, step_logits); got {type(result).__name__}"
+    tokens, step_logits = result
+    want = (B, T0 + n_new)
+    if isinstance(tokens, np.ndarray) and tokens.shape == (B, n_new) and n_new != T0 + n_new:
+        return (f"{call} returned tokens of shape {tokens.shape}: only the new tokens. Return the prompt "
+                f"followed by the new tokens, [B, T0+n_new] = {want}")
+    problem = shape_problem(f"the tokens {call} returned", tokens, want)
+    if problem:
+        return problem
+    if not np.issubdtype(tokens.dtype, np.integer):
+        return f"the tokens {call} returned have dtype {tokens.dtype}; token ids must be integers"
+    if not np.array_equal(tokens[:, :T0], prompt):
+        return f"the first T0={T0} tokens {call} returned are not the prompt; return it unchanged, then the new tokens"
+    try:
+        count = len(step_logits)
+    except TypeError:
+        return f"step_logits from {call} should be a list of {n_new} arrays [B, V]; got {type(step_logits).__name__}"
+    if count != n_new:
+        hint = {n_new + 1: ": one more than n_new, probably the logits after the last token",
+                n_new - 1: ": one fewer than n_new, probably the prefill's logits are missing"}
+        return f"{call} returned {count} step logits; expected n_new = {n_new}{hint.get(count, '')}"
+    for step, logits in enumerate(step_logits):
+        problem = shape_problem(f"step_logits[{step}]", logits, (B, cfg.vocab))
+        if problem:
+            if isinstance(logits, np.ndarray) and logits.shape == (B, 1, cfg.vocab):
+                problem += ": forward returns [B, T, V]; take the last position, logits[:, -1]"
+            return f"{problem} ({call})"
+    want_dtype = expected_logits[0].dtype if n_new else None
+    if n_new and step_logits[0].dtype != want_dtype:
+        return (f"step_logits from {call} have dtype {step_logits[0].dtype}; the reference gives {want_dtype} "
+                f"with {params['embed'].dtype} params: create the KVCache with the params' dtype "
+                "(dtype=params['embed'].dtype) and do not cast the logits")
+    new, expected_new = tokens[:, T0:], expected_tokens[:, T0:]
+    first_token = next((s for s in range(n_new) if not np.array_equal(new[:, s], expected_new[:, s])), None)
+    first_logits = _first_logit_divergence(step_logits, expected_logits, atol)
+    if first_logits is None and first_token is None:
+        return None
+    if first_logits is not None and (first_token is None or first_logits[0] <= first_token):
+        step, row, index, diff = first_logits
+        got, expected = step_logits[step][row, index], expected_logits[step][row, index]
+        others = [r for r in range(B) if _gap(step_logits[step][r], expected_logits[step][r]).max() <= atol]
+        rows = f" (rows {others} agree: the batch rows are handled differently)" if others else ""
+        cause = _logits_cause(step, row, diff, step_logits, expected_logits, expected_new, params, cfg, atol)
+        return (f"{call}: step_logits first differ from the reference at step {step} (the logits choosing "
+                f"the token at position {T0 + step}), batch row {row}{rows}: largest difference {diff:.3g} "
+                f"at vocab index {index} (got {got:.10g}, expected {expected:.10g}; tolerance {atol:g}). "
+                f"Likely cause: {cause}")
+    step = first_token
+    row = int(np.flatnonzero(new[:, step] != expected_new[:, step])[0])
+    logits = np.asarray(step_logits[step][row])
+    chosen, best = int(new[row, step]), int(expected_new[row, step])
+    where = (f"{call}: the token at position {T0 + step} (new token {step}), batch row {row}, is {chosen}; "
+             f"expected {best}, while the logits of that step agree with the reference")
+    top = np.flatnonzero(logits == logits.max())
+    if len(top) > 1 and chosen in top:
+        return (f"{where}. Tokens {top.tolist()} tie at the top logit; greedy takes the lowest index, "
+                f"{int(top[0])} (np.argmax does)")
+    return f"{where}. Likely cause: take argmax over the vocabulary, the last axis (axis=-1), of each row"
+
+
+def count_problem(counts: dict[str, int], T0: int, n_new: int, B: int) -> str | None:
+    """Token positions that went through forward: T0 + n_new - 1, or nothing for n_new == 0."""
+    positions, calls = counts["positions"], counts["forward_calls"]
+    call = f"greedy_decode(prompt [B={B}, T0={T0}], n_new={n_new})"
+    if n_new == 0:
+        if positions == 0 and calls == 0:
+            return None
+        return (f"{call} called forward {calls} times ({positions} token positions); with n_new == 0 it "
+                "must call nothing and return (prompt, [])")
+    expected = T0 + n_new - 1
+    if positions == expected:
+        return None
+    said = (f"{call} sent {positions} token positions through forward in {calls} calls; expected "
+            f"T0 + n_new - 1 = {expected} (the prompt once, then one token per step, none after the last)")
+    recompute = T0 + sum(T0 + i for i in range(1, n_new))
+    if positions == expected + 1:
+        return (f"{said}. One forward runs after the last token is chosen: its logits are never used, "
+                "so stop once the last token is appended")
+    if positions in (recompute, recompute + T0 + n_new, T0 * n_new + n_new * (n_new - 1) // 2):
+        return (f"{said}. Every step recomputes the whole sequence, as the no-cache reference does: "
+                "feed only the newest token, with the cache")
+    if positions > expected:
+        return f"{said}. Some positions go through forward more than once: feed each token exactly once"
+    return f"{said}. Some tokens never go through forward"
+
+
+# ----------------------------------------------------------------------------------------------
+# kv_bytes_per_token and kv_cache_bytes
+
+
+def bytes_problem(call: str, actual: Any, expected: int, factors: dict[str, int]) -> str | None:
+    """A byte count against the contract's formula; `factors` names each factor (to spot a missing one)."""
+    if type(actual) is not int:
+        return (f"{call} returned {actual!r} of type {type(actual).__name__}; the contract asks for a "
+                "plain Python int (not a numpy integer or a float: use int arithmetic, or wrap in int(...))")
+    if actual == expected:
+        return None
+    missing = [name for name, value in factors.items() if value != 1 and actual * value == expected]
+    cause = f": the factor {' or '.join(missing)} is missing" if missing else ""
+    return f"{call} returned {actual}; expected {expected}{cause}"

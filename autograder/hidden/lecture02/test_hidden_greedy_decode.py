@@ -1,0 +1,111 @@
+"""Hidden tests of greedy_decode (task greedy_decode): logits and tokens step by step against the
+no-cache reference, the work done through forward, the cache's dtype, and tie-breaking."""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+
+from _decode_checks import (
+    CONFIGS, FLOAT32_LOGIT_ATOL, count_problem, decode_problem, params_for, prompt_for,
+)
+from kvlab.model import generate
+
+
+@pytest.mark.task("greedy_decode", points=2)
+@pytest.mark.parametrize(
+    ("config", "batch", "prompt_len", "n_new"),
+    [
+        ("GQA", 1, 1, 1),
+        ("GQA", 1, 5, 8),
+        ("MHA", 2, 3, 6),
+        ("MQA", 3, 4, 6),
+        ("GQA", 2, 7, 1),
+        ("MHA", 1, 1, 10),
+        ("MQA", 2, 3, 120),
+    ],
+)
+def test_matches_reference(student: Any, config: str, batch: int, prompt_len: int, n_new: int) -> None:
+    cfg, params = CONFIGS[config], params_for(config)
+    prompt = prompt_for(cfg, batch, prompt_len, seed=100 + prompt_len)
+    expected_tokens, expected_logits = generate(params, cfg, prompt, n_new)
+    result = student.kv_decode.greedy_decode(params, cfg, prompt, n_new)
+    problem = decode_problem(result, prompt, n_new, expected_tokens, expected_logits, params, cfg)
+    assert problem is None, problem
+
+
+@pytest.mark.task("greedy_decode", points=2)
+@pytest.mark.parametrize(("batch", "prompt_len", "n_new"), [(1, 1, 1), (2, 4, 1), (2, 4, 5), (1, 6, 10)])
+def test_forward_sees_each_position_once(student: Any, batch: int, prompt_len: int, n_new: int) -> None:
+    cfg, params = CONFIGS["GQA"], params_for("GQA")
+    prompt = prompt_for(cfg, batch, prompt_len, seed=200 + n_new)
+    _, counts = student.call(
+        "kvlab.counter:run_counted", student.kv_decode.greedy_decode, params, cfg, prompt, n_new
+    )
+    problem = count_problem(counts, prompt_len, n_new, batch)
+    assert problem is None, problem
+
+
+@pytest.mark.task("greedy_decode", points=2)
+@pytest.mark.parametrize(("batch", "prompt_len"), [(1, 1), (2, 5)])
+def test_zero_new_tokens_calls_nothing(student: Any, batch: int, prompt_len: int) -> None:
+    cfg, params = CONFIGS["GQA"], params_for("GQA")
+    prompt = prompt_for(cfg, batch, prompt_len, seed=300)
+    result, counts = student.call(
+        "kvlab.counter:run_counted", student.kv_decode.greedy_decode, params, cfg, prompt, 0
+    )
+    problem = decode_problem(result, prompt, 0, prompt, [], params, cfg) or count_problem(
+        counts, prompt_len, 0, batch
+    )
+    assert problem is None, problem
+
+
+@pytest.mark.task("greedy_decode", points=4)
+def test_float32_params_decode_in_float32(student: Any) -> None:
+    cfg, params = CONFIGS["GQA"], params_for("GQA", dtype=np.float32)
+    prompt = prompt_for(cfg, 2, 4, seed=400)
+    n_new = 6
+    expected_tokens, expected_logits = generate(params, cfg, prompt, n_new)
+    top2 = np.sort(np.stack(expected_logits), axis=-1)[..., -2:]
+    assert np.min(top2[..., 1] - top2[..., 0]) > 100 * FLOAT32_LOGIT_ATOL, (
+        "test setup: the float32 reference has a near tie, so float32 rounding could pick either token"
+    )
+    result = student.kv_decode.greedy_decode(params, cfg, prompt, n_new)
+    problem = decode_problem(
+        result, prompt, n_new, expected_tokens, expected_logits, params, cfg, atol=FLOAT32_LOGIT_ATOL
+    )
+    assert problem is None, f"with float32 params: {problem}"
+
+
+def tied_params() -> tuple[dict[str, np.ndarray], np.ndarray, int, int]:
+    """GQA params whose lm_head has two equal columns, `low` < `high`, tying at the top of step 0.
+
+    Returns (params, prompt [2, 3], low, high): the reference picks `high` with the original
+    weights; after copying column `high` into column `low` both logits are the maximum, exactly.
+    """
+    cfg, params = CONFIGS["GQA"], params_for("GQA")
+    # The first seed whose step-0 winner in row 0 is not token 0 (there must be a lower index).
+    for seed in range(500, 600):
+        prompt = prompt_for(cfg, 2, 3, seed=seed)
+        high = int(generate(params, cfg, prompt, 1)[1][0][0].argmax())
+        if high > 0:
+            break
+    low = high // 2
+    params["lm_head"][:, low] = params["lm_head"][:, high]
+    return params, prompt, low, high
+
+
+@pytest.mark.task("greedy_decode", points=4)
+def test_ties_go_to_the_lowest_index(student: Any) -> None:
+    cfg = CONFIGS["GQA"]
+    params, prompt, low, high = tied_params()
+    n_new = 4
+    expected_tokens, expected_logits = generate(params, cfg, prompt, n_new)
+    first = expected_logits[0][0]
+    assert low < high and first[low] == first[high] == first.max() and expected_tokens[0, 3] == low, (
+        f"test setup: tokens {low} and {high} should tie exactly at the top of step 0"
+    )
+    result = student.kv_decode.greedy_decode(params, cfg, prompt, n_new)
+    problem = decode_problem(result, prompt, n_new, expected_tokens, expected_logits, params, cfg)
+    assert problem is None, problem

@@ -1,0 +1,197 @@
+"""Hidden tests of KVCache (task kv_cache): every rule of the contract, on MHA, GQA and MQA models."""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+
+from _decode_checks import (
+    CONFIGS, describe, exception_from, forward_with_cache_problem, kv_chunk, nbytes_problem,
+    params_for, prompt_for, stored_problem,
+)
+from kvlab.model import config_like, forward
+
+# Chunk sizes stored one after another: a multi-token prefill, one decode token, then two tokens at
+# once, so update is exercised with T > 1 at length > 0 as well.
+CHUNKS = (3, 1, 2)
+
+
+def store_chunks(cache: Any, keys: np.ndarray, values: np.ndarray, chunks: tuple[int, ...]) -> None:
+    """Store keys/values [L, B, S, Hkv, d] chunk by chunk as forward does: each layer, then advance."""
+    start = 0
+    for T in chunks:
+        for layer in range(keys.shape[0]):
+            cache.update(layer, keys[layer, :, start:start + T], values[layer, :, start:start + T])
+        cache.advance(T)
+        start += T
+
+
+@pytest.mark.task("kv_cache", points=2)
+@pytest.mark.parametrize("batch", [1, 3])
+@pytest.mark.parametrize("config", sorted(CONFIGS))
+def test_update_returns_every_stored_position(student: Any, config: str, batch: int) -> None:
+    cfg = CONFIGS[config]
+    keys, values = kv_chunk(cfg, batch, sum(CHUNKS), seed=1), kv_chunk(cfg, batch, sum(CHUNKS), seed=2)
+    cache = student.kv_decode.KVCache(cfg, batch)
+    start = 0
+    for T in CHUNKS:
+        end = start + T
+        for layer in range(cfg.n_layers):
+            returned = cache.update(layer, keys[layer, :, start:end], values[layer, :, start:end])
+            assert isinstance(returned, (tuple, list)) and len(returned) == 2, (
+                f"update(layer={layer}, k, v) should return a pair (K, V); got {type(returned).__name__}"
+            )
+            for name, got, stored in (("K", returned[0], keys), ("V", returned[1], values)):
+                problem = stored_problem(
+                    f"{name} returned by update on {describe(cfg)}, batch {batch}",
+                    got, stored[layer, :, :end], start, layer, stored[:, :, :end],
+                )
+                assert problem is None, problem
+        cache.advance(T)
+        start = end
+
+
+@pytest.mark.task("kv_cache", points=3)
+def test_update_leaves_length_to_advance(student: Any) -> None:
+    cfg = CONFIGS["GQA"]
+    keys, values = kv_chunk(cfg, 2, 5, seed=3), kv_chunk(cfg, 2, 5, seed=4)
+    cache = student.kv_decode.KVCache(cfg, 2)
+    start = 0
+    for T in (4, 1):
+        for layer in range(cfg.n_layers):
+            cache.update(layer, keys[layer, :, start:start + T], values[layer, :, start:start + T])
+            assert cache.length == start, (
+                f"after update(layer={layer}) with T={T} tokens on a cache of length {start}, length is "
+                f"{cache.length}: update must not change length (forward calls update once per layer "
+                f"and all layers must see the same length; advance({T}) moves it once at the end)"
+            )
+        cache.advance(T)
+        start += T
+        assert cache.length == start, f"after advance({T}) length is {cache.length}; expected {start}"
+
+
+@pytest.mark.task("kv_cache", points=2)
+def test_advance_adds_n(student: Any) -> None:
+    cache = student.kv_decode.KVCache(CONFIGS["GQA"], 1)
+    expected = 0
+    for n in (5, 1, 0, 7):
+        cache.advance(n)
+        expected += n
+        assert cache.length == expected, (
+            f"after advance calls adding up to {expected}, length is {cache.length}; advance(n) must do "
+            f"length += n (the last call was advance({n}))"
+        )
+
+
+@pytest.mark.task("kv_cache", points=1)
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_stored_dtype_follows_constructor(student: Any, dtype: type) -> None:
+    cfg = CONFIGS["GQA"]
+    # k, v arrive in the other dtype, so the result shows what the cache stores, not what came in.
+    other = np.float64 if dtype is np.float32 else np.float32
+    keys, values = kv_chunk(cfg, 1, 2, seed=5, dtype=other), kv_chunk(cfg, 1, 2, seed=6, dtype=other)
+    cache = student.kv_decode.KVCache(cfg, 1, dtype=dtype)
+    K, V = cache.update(0, keys[0], values[0])
+    for name, got, sent in (("K", K, keys[0]), ("V", V, values[0])):
+        assert np.asarray(got).dtype == np.dtype(dtype), (
+            f"KVCache(cfg, 1, dtype={np.dtype(dtype).name}).update returned {name} of dtype "
+            f"{np.asarray(got).dtype} for {np.dtype(other).name} input: the cache must store keys and "
+            f"values in the dtype given to its constructor"
+        )
+        assert np.array_equal(got, sent.astype(dtype)), (
+            f"KVCache(dtype={np.dtype(dtype).name}).update returned {name} values that are not the "
+            "stored k/v converted to the cache's dtype"
+        )
+
+
+@pytest.mark.task("kv_cache", points=1)
+@pytest.mark.parametrize(
+    ("config", "batch", "dtype"),
+    [("GQA", 1, np.float64), ("MQA", 2, np.float32), ("MHA", 3, np.float16)],
+)
+def test_nbytes_counts_stored_tokens(student: Any, config: str, batch: int, dtype: type) -> None:
+    cfg = CONFIGS[config]
+    itemsize = np.dtype(dtype).itemsize
+    cache = student.kv_decode.KVCache(cfg, batch, dtype=dtype)
+    problem = nbytes_problem(cache.nbytes(), cfg, batch, 0, itemsize, cfg.max_seq)
+    assert problem is None, problem
+    keys, values = kv_chunk(cfg, batch, 9, seed=7, dtype=dtype), kv_chunk(cfg, batch, 9, seed=8, dtype=dtype)
+    start = 0
+    for T in (5, 1, 3):
+        store_chunks(cache, keys[:, :, start:start + T], values[:, :, start:start + T], (T,))
+        start += T
+        problem = nbytes_problem(cache.nbytes(), cfg, batch, start, itemsize, cfg.max_seq)
+        assert problem is None, problem
+
+
+# (cfg, max_seq passed to the constructor or None for the default, the resulting limit)
+LIMITS = {
+    "default": (config_like(CONFIGS["GQA"], max_seq=6), None, 6),
+    "custom": (CONFIGS["GQA"], 6, 6),
+}
+
+
+@pytest.mark.task("kv_cache", points=2)
+@pytest.mark.parametrize("limit", sorted(LIMITS))
+def test_cache_fills_to_exactly_max_seq(student: Any, limit: str) -> None:
+    cfg, max_seq, size = LIMITS[limit]
+    keys, values = kv_chunk(cfg, 1, size, seed=9), kv_chunk(cfg, 1, size, seed=10)
+    cache = student.kv_decode.KVCache(cfg, 1, max_seq=max_seq)
+    made = f"KVCache(cfg with max_seq={cfg.max_seq}, batch=1, max_seq={max_seq})"
+    start = 0
+    for T in (size - 2, 2):
+        error = exception_from(
+            store_chunks, cache, keys[:, :, start:start + T], values[:, :, start:start + T], (T,))
+        assert error is None, (
+            f"{made}: storing {T} tokens at length {start} (up to exactly max_seq={size}) raised "
+            f"{type(error).__name__}: {error}. The cache may fill completely: raise only when "
+            "length + T > max_seq"
+        )
+        start += T
+
+
+@pytest.mark.task("kv_cache", points=2)
+@pytest.mark.parametrize("limit", sorted(LIMITS))
+def test_update_past_max_seq_raises(student: Any, limit: str) -> None:
+    cfg, max_seq, size = LIMITS[limit]
+    keys, values = kv_chunk(cfg, 1, size + 1, seed=11), kv_chunk(cfg, 1, size + 1, seed=12)
+    made = f"KVCache(cfg with max_seq={cfg.max_seq}, batch=1, max_seq={max_seq})"
+    fresh = student.kv_decode.KVCache(cfg, 1, max_seq=max_seq)
+    error = exception_from(fresh.update, 0, keys[0], values[0])
+    ignored = error is None and max_seq is not None
+    assert isinstance(error, ValueError), (
+        f"{made}: update with T={size + 1} tokens on an empty cache "
+        + (f"raised {type(error).__name__}: {error}" if error else "did not raise ValueError")
+        + f"; length + T = {size + 1} passes max_seq={size}, which must raise ValueError"
+        + (f" (the max_seq argument, {max_seq}, must override cfg.max_seq, {cfg.max_seq})" if ignored else "")
+    )
+    full = student.kv_decode.KVCache(cfg, 1, max_seq=max_seq)
+    store_chunks(full, keys[:, :, :size], values[:, :, :size], (size,))
+    error = exception_from(full.update, 0, keys[0, :, size:], values[0, :, size:])
+    assert isinstance(error, ValueError), (
+        f"{made}: update with T=1 token on a full cache (length {size}) "
+        + (f"raised {type(error).__name__}: {error}" if error else "did not raise ValueError")
+        + f"; length + T = {size + 1} passes max_seq={size}, which must raise ValueError: compare "
+        "length + T (not length alone) with max_seq"
+    )
+
+
+@pytest.mark.task("kv_cache", points=2)
+@pytest.mark.parametrize(("config", "batch"), [("MHA", 1), ("GQA", 2), ("MQA", 3)])
+def test_forward_with_cache_matches_no_cache(student: Any, config: str, batch: int) -> None:
+    cfg = CONFIGS[config]
+    params = params_for(config)
+    # Chunks fed through forward: a prompt, one token, three at once, one more.
+    chunks = (4, 1, 3, 1)
+    tokens = prompt_for(cfg, batch, sum(chunks), seed=13)
+    expected = forward(params, cfg, tokens)
+    cache = student.kv_decode.KVCache(cfg, batch)
+    start = 0
+    for call, T in enumerate(chunks):
+        logits = student.call("kvlab.model:forward", params, cfg, tokens[:, start:start + T], cache=cache)
+        step = (f"forward call {call} (positions {start} .. {start + T - 1}, {describe(cfg)}, batch "
+                f"{batch}) with your KVCache")
+        problem = forward_with_cache_problem(step, logits, expected[:, start:start + T], start, cache.length)
+        assert problem is None, problem
+        start += T

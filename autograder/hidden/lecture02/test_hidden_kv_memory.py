@@ -1,0 +1,61 @@
+"""Hidden tests of kv_bytes_per_token and kv_cache_bytes (task kv_memory) on real model configs."""
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from _decode_checks import bytes_problem
+
+# (layers, KV heads, head size) from each model's published config.json, and its KV bytes per
+# token in BF16 (2 bytes), as tabulated in the course's reference notes.
+MODELS = {
+    "Llama-3.1-8B": ((32, 8, 128), 131_072),
+    "Llama-3.1-70B": ((80, 8, 128), 327_680),
+    "Qwen2.5-0.5B": ((24, 2, 64), 12_288),
+    "Qwen2.5-7B": ((28, 4, 128), 57_344),
+}
+
+
+@pytest.mark.task("kv_memory", points=2)
+@pytest.mark.parametrize("model", sorted(MODELS))
+def test_bytes_per_token_on_real_models(student: Any, model: str) -> None:
+    (layers, kv_heads, head), bf16 = MODELS[model]
+    for dtype_bytes in (1, 2, 4):
+        expected = 2 * layers * kv_heads * head * dtype_bytes
+        assert dtype_bytes != 2 or expected == bf16, f"test setup: {model} should need {bf16} bytes/token"
+        call = f"kv_bytes_per_token({layers}, {kv_heads}, {head}, dtype_bytes={dtype_bytes}) ({model})"
+        factors = {"2 (K and V are both stored)": 2, "dtype_bytes": dtype_bytes, "n_layers": layers}
+        actual = student.kv_decode.kv_bytes_per_token(layers, kv_heads, head, dtype_bytes=dtype_bytes)
+        problem = bytes_problem(call, actual, expected, factors)
+        assert problem is None, problem
+
+
+@pytest.mark.task("kv_memory", points=2)
+def test_bytes_per_token_defaults_to_two_bytes(student: Any) -> None:
+    (layers, kv_heads, head), bf16 = MODELS["Llama-3.1-8B"]
+    actual = student.kv_decode.kv_bytes_per_token(layers, kv_heads, head)
+    call = f"kv_bytes_per_token({layers}, {kv_heads}, {head}) (Llama-3.1-8B, dtype_bytes left at its default)"
+    problem = bytes_problem(call, actual, bf16, {"2 (K and V are both stored)": 2, "dtype_bytes": 2})
+    assert problem is None, f"{problem} (the default dtype_bytes is 2, BF16)"
+
+
+@pytest.mark.task("kv_memory", points=2)
+@pytest.mark.parametrize(
+    ("model", "seq_len", "batch", "dtype_bytes"),
+    [
+        ("Llama-3.1-8B", 8192, 1, 2),
+        ("Llama-3.1-70B", 4096, 8, 2),
+        ("Qwen2.5-0.5B", 32768, 4, 1),
+        ("Qwen2.5-7B", 1000, 3, 4),
+    ],
+)
+def test_cache_bytes_on_real_models(student: Any, model: str, seq_len: int, batch: int, dtype_bytes: int) -> None:
+    (layers, kv_heads, head), _ = MODELS[model]
+    expected = 2 * layers * kv_heads * head * dtype_bytes * seq_len * batch
+    call = (f"kv_cache_bytes({layers}, {kv_heads}, {head}, seq_len={seq_len}, batch={batch}, "
+            f"dtype_bytes={dtype_bytes}) ({model})")
+    factors = {"2 (K and V are both stored)": 2, "dtype_bytes": dtype_bytes, "seq_len": seq_len, "batch": batch}
+    actual = student.kv_decode.kv_cache_bytes(layers, kv_heads, head, seq_len, batch, dtype_bytes=dtype_bytes)
+    problem = bytes_problem(call, actual, expected, factors)
+    assert problem is None, problem
