@@ -1,0 +1,204 @@
+"""Which isolation the worker gets here, how to start it, and a plain-words report of both.
+
+In order of preference:
+  (a) root and a working bubblewrap: a read-only view of the filesystem with a private /tmp, the
+      `hide` paths and /root covered, no network, own PID and IPC namespaces, and the worker dropped
+      to an unprivileged user with setpriv;
+  (b) root without bubblewrap (Gradescope's Docker): the worker runs as the unprivileged user and
+      the filesystem is protected by permissions only;
+  (c) anything else: the grader's own identity, reported as reduced.
+Each probe runs a real interpreter importing numpy, once per grader process.
+"""
+from __future__ import annotations
+
+import functools
+import os
+import pwd
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # sandbox.py imports this module
+    from .sandbox import Limits
+
+# The environment of probes and of the worker (see Sandbox): nothing from the grader's.
+BASE_ENV = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8"}
+PROBE_TIMEOUT = 60.0
+
+
+@dataclass
+class Plan:
+    """How to start the worker: a command prefix, Popen keywords, who owns its folder, the report."""
+
+    prefix: list[str]
+    popen_kwargs: dict[str, Any]
+    uid: int
+    gid: int
+    report: list[str]
+    bubblewrap: bool = False
+
+
+def is_under(path: Path, folder: Path) -> bool:
+    """path is folder or inside it."""
+    return path == folder or folder in path.parents
+
+
+def bubblewrap_mounts(hide: list[Path], readable: list[Path], writable: list[Path]) -> list[str]:
+    """bwrap options for a read-only root with covers (a tmpfs over /tmp, /root and each hidden
+    folder, /dev/null over each hidden file) and the needed paths bound back on top.
+
+    Mounts are applied shortest path first, so a path needed inside a cover is bound after the cover
+    and a hidden path inside a needed one is covered after it; at equal depth the cover wins.
+    """
+    covers = [Path("/tmp")] + [p for p in (Path("/root"), *hide) if p.exists()]
+    ops: list[tuple[int, int, list[str]]] = []
+    for path in covers:
+        option = ["--tmpfs", str(path)] if path.is_dir() else ["--ro-bind", "/dev/null", str(path)]
+        ops.append((len(path.parts), 1, option))
+    binds = [("--ro-bind", p) for p in readable if any(is_under(p, cover) for cover in covers)]
+    # Under the read-only root, writable paths must be bound even when not covered.
+    binds += [("--bind", p) for p in writable]
+    # bwrap would create the missing parents of a bind inside a cover with mode 0700 (untraversable
+    # for the worker's user); --dir creates them 0755 first.
+    parents = {
+        parent for _, path in binds for parent in path.parents
+        if parent not in covers and any(is_under(parent, cover) for cover in covers)
+    }
+    ops += [(len(p.parts), 0, ["--dir", str(p)]) for p in parents]
+    ops += [(len(p.parts), 0, [option, str(p), str(p)]) for option, p in binds]
+    ops.sort(key=lambda op: op[:2])
+    return ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", *(arg for op in ops for arg in op[2])]
+
+
+NAMESPACES = ["--unshare-pid", "--unshare-net", "--unshare-ipc", "--die-with-parent", "--new-session"]
+
+
+def _setpriv(setpriv: str, uid: int, gid: int) -> list[str]:
+    return [setpriv, f"--reuid={uid}", f"--regid={gid}", "--clear-groups"]
+
+
+@functools.lru_cache(maxsize=None)
+def probe(argv: tuple[str, ...], uid: int | None = None, gid: int | None = None) -> str | None:
+    """Run argv (as uid/gid if given); None when it exits 0, else why not. Cached per process."""
+    kwargs: dict[str, Any] = {} if uid is None else {"user": uid, "group": gid, "extra_groups": []}
+    try:
+        done = subprocess.run(
+            argv, stdin=subprocess.DEVNULL, capture_output=True, env=BASE_ENV, cwd="/",
+            timeout=PROBE_TIMEOUT, **kwargs,
+        )
+    except (OSError, subprocess.SubprocessError) as exc:
+        return str(exc)
+    if done.returncode == 0:
+        return None
+    lines = (done.stderr or done.stdout).decode(errors="replace").strip().splitlines()
+    return lines[-1] if lines else f"exit status {done.returncode}"
+
+
+def _numpy_check(python: str, site_packages: list[Path]) -> list[str]:
+    """A command that succeeds when `python` can start and read the grader's numpy (found and
+    opened, not imported: the import would double the cost of the probe)."""
+    code = (
+        f"import sys, importlib.util; sys.path += {[str(p) for p in site_packages]!r}; "
+        "open(importlib.util.find_spec('numpy').origin, 'rb').close()"
+    )
+    return [python, "-I", "-S", "-c", code]
+
+
+def interpreter_paths(python: str) -> list[Path]:
+    """Folders the interpreter needs: its prefix (bin/..) and the grader's base prefix."""
+    return [Path(python).parent.parent, Path(os.path.realpath(sys.base_prefix))]
+
+
+def _limits_line(limits: Limits) -> str:
+    return (
+        f"limits: {limits.cpu_seconds} s CPU, {limits.memory_bytes >> 20} MB address space, "
+        f"{limits.max_processes} new processes, {limits.file_bytes >> 20} MB per file written, "
+        f"{limits.call_timeout:g} s wall clock per call"
+    )
+
+
+def plan(
+    *,
+    python: str,
+    user: str | None,
+    hide: list[Path],
+    lib_dirs: list[Path],
+    site_packages: list[Path],
+    root_dir: Path,
+    home: Path,
+    limits: Limits,
+    bubblewrap: bool,
+) -> Plan:
+    """The strongest isolation available here (see the module docstring)."""
+    limits_line = _limits_line(limits)
+    if os.geteuid() != 0:
+        try:
+            me = pwd.getpwuid(os.geteuid()).pw_name
+        except KeyError:  # containers often run an arbitrary uid without a passwd entry
+            me = f"uid {os.geteuid()}"
+        report = [
+            f"reduced: running as the grader's own user {me} (not root)",
+            "reduced: filesystem: the worker can read and write whatever that user can, lib_dirs included",
+            "reduced: network not disabled",
+        ]
+        if hide:
+            report.append(f"reduced: not hidden: {', '.join(map(str, hide))}")
+        return Plan([], {}, os.geteuid(), os.getegid(), report + [limits_line])
+
+    name = user or "nobody"
+    try:
+        entry = pwd.getpwnam(name)
+        uid, gid, why_not_user = entry.pw_uid, entry.pw_gid, None
+    except KeyError:
+        uid, gid, why_not_user = 0, 0, f"there is no user {name}"
+    who = f"unprivileged user {name} (uid {uid}, gid {gid}, no supplementary groups)"
+    readable = list(dict.fromkeys([*interpreter_paths(python), *site_packages]))
+
+    bwrap = shutil.which("bwrap", path=BASE_ENV["PATH"])
+    setpriv = shutil.which("setpriv", path=BASE_ENV["PATH"])
+    if not bubblewrap:
+        why_not_bwrap: str | None = "bubblewrap disabled by the caller"
+    elif not (bwrap and setpriv):
+        why_not_bwrap = "bubblewrap or setpriv is not installed"
+    elif why_not_user:
+        why_not_bwrap = why_not_user
+    else:
+        check = [bwrap, *bubblewrap_mounts([], readable, []), *NAMESPACES, "--",
+                 *_setpriv(setpriv, uid, gid), *_numpy_check(python, site_packages)]
+        why_not_bwrap = probe(tuple(check))
+    if why_not_bwrap is None:
+        assert bwrap and setpriv  # checked above; for the type checker
+        covered = [p for p in (Path("/root"), *hide) if p.exists()]
+        exposed = [p for p in dict.fromkeys([*readable, *lib_dirs]) if any(is_under(p, c) for c in covered)]
+        mounts = bubblewrap_mounts(hide, [*readable, *lib_dirs, root_dir], [home])
+        prefix = [bwrap, *mounts, *NAMESPACES, "--chdir", str(home), "--", *_setpriv(setpriv, uid, gid)]
+        report = [
+            who,
+            "private filesystem view (bubblewrap): read-only except the worker's own folder; "
+            "private /tmp, /dev and /proc",
+            f"hidden: {', '.join(map(str, covered))}",
+            *([f"bound back read-only inside them: {', '.join(map(str, exposed))}"] if exposed else []),
+            "network disabled (own network namespace)",
+            "own PID and IPC namespaces; the worker dies with the grader",
+        ]
+        return Plan(prefix, {}, uid, gid, report + [limits_line], bubblewrap=True)
+
+    as_user = {"user": uid, "group": gid, "extra_groups": []}
+    why_not_user = why_not_user or probe(tuple(_numpy_check(python, site_packages)), uid, gid)
+    network = f"reduced: network not disabled (no bubblewrap: {why_not_bwrap})"
+    listed = ", ".join(map(str, hide))
+    not_hidden = [f"reduced: not hidden (readable if permissions allow): {listed}"] if hide else []
+    if why_not_user is None:
+        report = [who, "filesystem: protected by permissions only", network, *not_hidden]
+        return Plan([], as_user, uid, gid, report + [limits_line])
+    report = [
+        f"reduced: running as root: the unprivileged user {name} cannot run {python} ({why_not_user})",
+        "reduced: filesystem: the worker can read and write everything root can, lib_dirs included",
+        "reduced: RLIMIT_NPROC does not bind root: student code can start processes",
+        network,
+        *not_hidden,
+    ]
+    return Plan([], {}, 0, 0, report + [limits_line])

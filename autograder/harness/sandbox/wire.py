@@ -1,0 +1,312 @@
+"""The trusted side's half of the wire format (described in `worker.py`).
+
+Encoding refuses anything that is not plain data or a proxy of the same sandbox. Decoding treats the
+bytes as hostile: every tag, type, index and size is checked, arrays are read with
+`allow_pickle=False` and must be numeric, and any failure is a `ProtocolError`.
+"""
+from __future__ import annotations
+
+import dataclasses
+import functools
+import importlib
+import json
+import types
+import typing
+from typing import Any, Callable
+
+import numpy as np
+
+from .errors import ProtocolError, student_exception_class
+from .worker import (
+    DATACLASSES,
+    HEADER,
+    MAX_JSON_BYTES,
+    MAX_MESSAGE_BYTES,
+    NUMERIC_KINDS,
+    frame,
+    load_npy,
+    save_npy,
+)
+
+# Deeper nesting from the worker is refused (the worker sends references beyond its own MAX_DEPTH).
+MAX_DECODE_DEPTH = 100
+
+__all__ = ["Decoder", "Reader", "dataclass_types", "encode", "frame"]
+
+
+class Reader:
+    """Incremental parser for one message from the worker, enforcing the size caps up front.
+
+    The buffer grows with what actually arrives, so a worker announcing a huge message costs the
+    grader nothing until it sends the bytes (and never more than MAX_MESSAGE_BYTES).
+    """
+
+    def __init__(self) -> None:
+        self.buffer = bytearray()
+        self.total = HEADER.size  # grows to the whole message once the fixed header is in
+        self.json_length = -1
+
+    def wanted(self) -> int:
+        """Bytes still missing (0 when the message is complete); never read more than this."""
+        return self.total - len(self.buffer)
+
+    def feed(self, chunk: bytes) -> None:
+        """Append what was read; check the announced sizes as soon as they are known."""
+        self.buffer += chunk
+        if self.json_length < 0 and len(self.buffer) == HEADER.size:
+            json_length, blob_length = HEADER.unpack(self.buffer)
+            if json_length > MAX_JSON_BYTES or json_length + blob_length > MAX_MESSAGE_BYTES:
+                raise ProtocolError(
+                    f"the worker announced a {json_length + blob_length}-byte message "
+                    f"(limit {MAX_MESSAGE_BYTES} bytes)"
+                )
+            self.json_length = json_length
+            self.total += json_length + blob_length
+
+    def message(self) -> tuple[dict[str, Any], list[memoryview]]:
+        """The parsed header (a dict) and the blobs it lists."""
+        view = memoryview(self.buffer)[HEADER.size:]
+        try:
+            header = json.loads(bytes(view[: self.json_length]))
+        except (ValueError, RecursionError) as exc:  # includes UnicodeDecodeError, huge ints
+            raise ProtocolError(f"the worker sent a malformed header: {exc}") from None
+        if type(header) is not dict:
+            raise ProtocolError("the worker sent a header that is not an object")
+        lengths = header.get("blobs", [])
+        if type(lengths) is not list or not all(type(n) is int and n >= 0 for n in lengths):
+            raise ProtocolError("the worker sent a malformed blob table")
+        if sum(lengths) != len(view) - self.json_length:
+            raise ProtocolError("the worker's blob table does not match the message size")
+        blobs, position = [], self.json_length
+        for length in lengths:
+            blobs.append(view[position:position + length])
+            position += length
+        return header, blobs
+
+
+def _array_bytes(array: np.ndarray, what: str) -> memoryview:
+    """array as .npy bytes, or TypeError for a dtype that must not cross."""
+    if array.dtype.kind not in NUMERIC_KINDS or array.dtype.fields is not None:
+        raise TypeError(
+            f"cannot send {what} of dtype {array.dtype} to student code: only numeric and bool arrays cross"
+        )
+    return save_npy(np, array)
+
+
+def _numeric_dtype(value: np.dtype | type) -> np.dtype:
+    """The dtype of a numeric dtype or concrete numpy scalar type, or TypeError."""
+    if isinstance(value, type) and value not in set(np.sctypeDict.values()):
+        raise TypeError(f"cannot send the abstract numpy type {value!r} to student code")
+    dtype = np.dtype(value)
+    if dtype.kind not in NUMERIC_KINDS or dtype.fields is not None:
+        raise TypeError(f"cannot send dtype {dtype} to student code: only numeric and bool dtypes cross")
+    return dtype
+
+
+def encode(
+    value: Any, blobs: list[Any], reference: Callable[[Any], list[Any] | None], depth: int = 0,
+) -> list[Any]:
+    """A trusted value for the worker. `reference(value)` gives the tree for a proxy, else None."""
+    if depth > MAX_DECODE_DEPTH:
+        raise TypeError("cannot send data nested this deeply (or a cyclic structure) to student code")
+    tree = reference(value)
+    if tree is not None:
+        return tree
+    if value is None:
+        return ["N"]
+    # numpy first: np.float64 is a float subclass and must keep its dtype.
+    if isinstance(value, np.ndarray):
+        blobs.append(_array_bytes(np.asarray(value), "an array"))
+        return ["A", len(blobs) - 1]
+    if isinstance(value, np.generic):
+        blobs.append(_array_bytes(np.asarray(value), "a numpy scalar"))
+        return ["G", len(blobs) - 1]
+    if isinstance(value, bool):
+        return ["B", value]
+    if isinstance(value, int):
+        return ["I", int(value)]
+    if isinstance(value, float):
+        return ["F", float(value)]
+    if isinstance(value, str):
+        return ["S", str.__str__(value)]
+    if isinstance(value, bytes):
+        blobs.append(bytes(value))
+        return ["Y", len(blobs) - 1]
+    if isinstance(value, np.dtype) or (isinstance(value, type) and issubclass(value, np.generic)):
+        return ["P", _numeric_dtype(value).str, "dtype" if isinstance(value, np.dtype) else "type"]
+    if isinstance(value, (list, tuple)):
+        items = [encode(item, blobs, reference, depth + 1) for item in value]
+        return ["L" if isinstance(value, list) else "T", items]
+    if isinstance(value, dict):
+        if not all(isinstance(key, str) for key in value):
+            raise TypeError("cannot send a dict with non-str keys to student code")
+        return ["D", [[str.__str__(k), encode(v, blobs, reference, depth + 1)] for k, v in value.items()]]
+    name = f"{type(value).__module__}:{type(value).__qualname__}"
+    if name in DATACLASSES and dataclasses.is_dataclass(value):
+        fields = [f.name for f in dataclasses.fields(value) if f.init]
+        return ["C", name, [[f, encode(getattr(value, f), blobs, reference, depth + 1)] for f in fields]]
+    if callable(value):
+        raise TypeError(
+            f"cannot pass the trusted-side callable {value!r} to student code: only plain data and "
+            "objects that came from the student's process cross the sandbox"
+        )
+    raise TypeError(
+        f"cannot pass a {type(value).__qualname__} to student code: only None, bool, int, float, str, "
+        "bytes, list, tuple, dict, numeric ndarrays, numpy scalars and dtypes, Config, Request and objects "
+        "that came from the student's process cross the sandbox"
+    )
+
+
+def _conforms(value: Any, hint: Any) -> bool:
+    """Whether a decoded field value matches a dataclass annotation (the kinds Config/Request use)."""
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if hint is typing.Any:
+        return True
+    if hint is type(None):
+        return value is None
+    if hint is bool:
+        return isinstance(value, (bool, np.bool_))
+    if hint is int:
+        return isinstance(value, (int, np.integer)) and not isinstance(value, bool)
+    if hint is float:
+        return isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, bool)
+    if hint is str:
+        return type(value) is str
+    if origin is tuple:
+        if type(value) is not tuple:
+            return False
+        if len(args) == 2 and args[1] is Ellipsis:
+            return all(_conforms(item, args[0]) for item in value)
+        return len(args) == len(value) and all(map(_conforms, value, args))
+    if origin in (typing.Union, types.UnionType):
+        return any(_conforms(value, arg) for arg in args)
+    return False
+
+
+@functools.lru_cache(maxsize=None)
+def dataclass_types() -> dict[str, type]:
+    """Config and Request as this (trusted) process imports them, resolved once.
+
+    The Sandbox calls this before starting any worker: a worker that can write the library folder
+    (a reduced isolation) must not get its edits imported into the grader later.
+    """
+    found = {}
+    for name in DATACLASSES:
+        module, cls_name = name.split(":")
+        try:
+            found[name] = getattr(importlib.import_module(module), cls_name)
+        except (ImportError, AttributeError):
+            pass  # that class cannot come back from the worker
+    return found
+
+
+def _rebuild(name: str, fields: dict[str, Any]) -> Any:
+    """A Config or Request from the worker, its field types checked against the annotations."""
+    cls = dataclass_types().get(name)
+    cls_name = name.split(":")[1]
+    if cls is None:
+        raise ProtocolError(f"the worker sent a {cls_name}, which the grader cannot import")
+    hints = typing.get_type_hints(cls)
+    expected = {f.name for f in dataclasses.fields(cls) if f.init}
+    if set(fields) != expected:
+        raise ProtocolError(
+            f"the worker sent a {cls_name} with fields {sorted(fields)}, expected {sorted(expected)}"
+        )
+    for field, value in fields.items():
+        if not _conforms(value, hints[field]):
+            raise ProtocolError(f"the worker sent a {cls_name} whose {field} is a {type(value).__name__}")
+    try:
+        return cls(**fields)
+    except Exception as exc:
+        raise ProtocolError(f"the worker sent an invalid {cls_name}: {exc}") from None
+
+
+def _read_array(blob: memoryview) -> np.ndarray:
+    """A numeric ndarray from .npy bytes, or ProtocolError."""
+    try:
+        array = load_npy(np, blob)
+    except Exception as exc:
+        raise ProtocolError(f"the worker sent a malformed array: {exc}") from None
+    if array.dtype.kind not in NUMERIC_KINDS or array.dtype.fields is not None:
+        raise ProtocolError(f"the worker sent an array of dtype {array.dtype}")
+    return array
+
+
+class Decoder:
+    """Turns trees from the worker into trusted values; `make_proxy(number, type_name)` builds references."""
+
+    def __init__(self, blobs: list[memoryview], make_proxy: Callable[[int, str], Any]) -> None:
+        self.blobs = blobs
+        self.make_proxy = make_proxy
+
+    def blob(self, index: Any) -> memoryview:
+        if type(index) is not int or not 0 <= index < len(self.blobs):
+            raise ProtocolError(f"the worker referred to a missing blob {index!r}")
+        return self.blobs[index]
+
+    def decode(self, tree: Any, depth: int = 0) -> Any:
+        """The value `tree` stands for."""
+        if depth > MAX_DECODE_DEPTH:
+            raise ProtocolError("the worker sent data nested too deeply")
+        if type(tree) is not list or not tree or type(tree[0]) is not str:
+            raise ProtocolError(f"the worker sent a malformed value {str(tree)[:80]!r}")
+        tag, rest = tree[0], tree[1:]
+        scalar_types = {"B": bool, "I": int, "F": float, "S": str}
+        if tag == "N" and not rest:
+            return None
+        if tag in scalar_types and len(rest) == 1 and type(rest[0]) is scalar_types[tag]:
+            return rest[0]
+        if tag == "Y" and len(rest) == 1:
+            return bytes(self.blob(rest[0]))
+        if tag in ("L", "T") and len(rest) == 1 and type(rest[0]) is list:
+            items = [self.decode(item, depth + 1) for item in rest[0]]
+            return items if tag == "L" else tuple(items)
+        if tag == "D" and len(rest) == 1 and type(rest[0]) is list:
+            return dict(self.pair(item, depth) for item in rest[0])
+        if tag == "A" and len(rest) == 1:
+            return _read_array(self.blob(rest[0]))
+        if tag == "G" and len(rest) == 1:
+            array = _read_array(self.blob(rest[0]))
+            if array.ndim != 0:
+                raise ProtocolError("the worker sent a numpy scalar that is not 0-d")
+            return array[()]
+        if tag == "C" and len(rest) == 2 and rest[0] in DATACLASSES and type(rest[1]) is list:
+            return _rebuild(rest[0], dict(self.pair(item, depth) for item in rest[1]))
+        if tag == "R" and len(rest) == 2 and type(rest[0]) is int and rest[0] > 0 and type(rest[1]) is str:
+            return self.make_proxy(rest[0], rest[1][:200])
+        if tag == "P" and len(rest) == 2 and rest[1] in ("dtype", "type"):
+            try:
+                if type(rest[0]) is not str or len(rest[0]) > 8:
+                    raise ValueError
+                dtype = np.dtype(rest[0])
+            except (TypeError, ValueError):
+                raise ProtocolError(f"the worker sent an unknown dtype {rest[0]!r}") from None
+            if dtype.kind not in NUMERIC_KINDS or dtype.fields is not None:
+                raise ProtocolError(f"the worker sent dtype {dtype}")
+            return dtype if rest[1] == "dtype" else dtype.type
+        if tag == "X" and len(rest) == 3:
+            module, qualname, mro = rest
+            return student_exception_class(*self.exception_names(module, qualname, mro))
+        raise ProtocolError(f"the worker sent a malformed value {str(tree)[:80]!r}")
+
+    def pair(self, item: Any, depth: int) -> tuple[str, Any]:
+        """A [str key, value] pair of a dict or a dataclass."""
+        if type(item) is not list or len(item) != 2 or type(item[0]) is not str:
+            raise ProtocolError("the worker sent a malformed dict entry")
+        return item[0], self.decode(item[1], depth + 1)
+
+    @staticmethod
+    def exception_names(module: Any, qualname: Any, mro: Any) -> tuple[str, str, list[tuple[str, str]]]:
+        """Validated (module, qualname, MRO pairs) of an exception class."""
+        def name_ok(text: Any) -> bool:
+            return type(text) is str and 0 < len(text) <= 300 and text.isprintable()
+
+        if not (name_ok(module) and name_ok(qualname) and type(mro) is list and len(mro) <= 100):
+            raise ProtocolError("the worker sent a malformed exception class")
+        pairs = []
+        for entry in mro:
+            if type(entry) is not list or len(entry) != 2 or not all(map(name_ok, entry)):
+                raise ProtocolError("the worker sent a malformed exception MRO")
+            pairs.append((entry[0], entry[1]))
+        return module, qualname, pairs
+

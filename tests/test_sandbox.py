@@ -1,0 +1,602 @@
+"""The sandbox: a worker process holding student code, reached only through validated messages."""
+from __future__ import annotations
+
+import io
+import json
+import math
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from autograder.harness.sandbox import (
+    Limits,
+    ProtocolError,
+    Proxy,
+    Sandbox,
+    StudentCrash,
+    StudentException,
+    WorkerDied,
+    WorkerTimeout,
+)
+from autograder.harness.sandbox import isolation, wire
+from autograder.harness.sandbox.errors import explain_exit
+
+REPO = Path(__file__).resolve().parents[1]
+
+STUDENT = '''
+import os, sys, time
+import numpy as np
+
+CALLS = 0
+
+def count():
+    global CALLS
+    CALLS += 1
+    return CALLS
+
+def echo(x):
+    return x
+
+def kind(x):
+    return type(x).__name__
+
+def arange(n, dtype="float64"):
+    return np.arange(n, dtype=dtype)
+
+def matrix():
+    return np.asmatrix(np.eye(2))
+
+def object_array():
+    return np.array([1, "a"], dtype=object)
+
+class Box:
+    def __init__(self, n):
+        self.n = n
+    def __len__(self):
+        return self.n
+    def __contains__(self, x):
+        return 0 <= x < self.n
+    def __getitem__(self, i):
+        return list(range(self.n))[i]
+    def __iter__(self):
+        return iter(range(self.n))
+    def double(self):
+        return 2 * self.n
+    def __repr__(self):
+        return f"Box({self.n})"
+
+def box_double(box):
+    return box.double()
+
+class AlwaysEqual:
+    def __eq__(self, other):
+        return True
+    __hash__ = object.__hash__
+
+class OutOfBlocks(RuntimeError):
+    pass
+
+class Custom(Exception):
+    pass
+
+def raise_out():
+    raise OutOfBlocks("no free block")
+
+def raise_value():
+    raise ValueError("bad value")
+
+def raise_custom():
+    raise Custom("custom trouble")
+
+def exit_zero():
+    sys.exit(0)
+
+def interrupt():
+    raise KeyboardInterrupt
+
+def hard_exit():
+    os._exit(0)
+
+def segfault():
+    import ctypes
+    ctypes.string_at(0)
+
+def alarm_soon():
+    import signal
+    signal.setitimer(signal.ITIMER_REAL, 0.05)
+
+def spin():
+    while True:
+        pass
+
+def burn(seconds):
+    start = time.process_time()
+    while time.process_time() - start < seconds:
+        pass
+
+def allocate():
+    return np.ones(2**28)
+
+def fork():
+    return os.fork()
+
+def say(text):
+    print(text)
+    return len(text)
+
+def flood():
+    sys.stdout.write("x" * (50 << 20))
+    return "done"
+
+def write_file(path, text):
+    with open(path, "w") as f:
+        f.write(text)
+
+def read_file(path):
+    with open(path) as f:
+        return f.read()
+
+def listdir(path):
+    return sorted(os.listdir(path))
+
+def forge(data):
+    os.write(int(sys.argv[2]), data)
+    time.sleep(0.2)
+    return 1
+'''
+
+LIBRARY = '''
+def apply_double(box):
+    return box.double()
+'''
+
+
+@pytest.fixture(scope="module")
+def folders(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """The student's folder (good and broken modules) and a course-library folder."""
+    root = tmp_path_factory.mktemp("sandbox")
+    student, lib = root / "student", root / "lib"
+    (lib / "libpkg").mkdir(parents=True)
+    student.mkdir()
+    (student / "stud.py").write_text(STUDENT)
+    (student / "broken.py").write_text("def f(:\n    return 1\n")
+    (student / "needs_missing.py").write_text("import not_a_module_anywhere\n")
+    (lib / "libpkg" / "__init__.py").write_text(LIBRARY)
+    return {"student": student, "lib": lib, "root": root}
+
+
+@pytest.fixture(scope="module")
+def box(folders: dict[str, Path]) -> Sandbox:
+    """One sandbox reused by the whole module, as the grader reuses one across tests."""
+    with Sandbox(folders["student"], [folders["lib"], REPO], limits=Limits(call_timeout=5.0)) as sandbox:
+        yield sandbox
+
+
+@pytest.fixture(autouse=True)
+def _reset(request: pytest.FixtureRequest) -> None:
+    if "box" in request.fixturenames:
+        request.getfixturevalue("box").reset()
+
+
+@pytest.fixture
+def stud(box: Sandbox) -> Proxy:
+    return box.module("stud")
+
+
+def bubblewrapped(sandbox: Sandbox) -> bool:
+    return any("bubblewrap" in line and not line.startswith("reduced") for line in sandbox.isolation)
+
+
+def worker_is_unprivileged(sandbox: Sandbox) -> bool:
+    return not any(line.startswith("reduced: running as") for line in sandbox.isolation)
+
+
+# ----- isolation report ---------------------------------------------------------------------------
+
+def test_isolation_report_matches_identity(box: Sandbox) -> None:
+    report = "\n".join(box.isolation)
+    if os.geteuid() != 0:
+        assert "reduced: running as the grader's own user" in report, f"non-root must say reduced:\n{report}"
+    elif bubblewrapped(box):
+        for phrase in ("unprivileged user nobody", "private filesystem view (bubblewrap)", "network disabled"):
+            assert phrase in report, f"missing {phrase!r} in the report:\n{report}"
+    else:
+        assert "reduced" in report, f"root without bubblewrap must report what is reduced:\n{report}"
+
+
+def test_fallback_without_bubblewrap_is_reported_and_works(folders: dict[str, Path]) -> None:
+    with Sandbox(folders["student"], [folders["lib"]], bubblewrap=False, hide=[folders["lib"]]) as sandbox:
+        report = "\n".join(sandbox.isolation)
+        assert "bubblewrap disabled by the caller" in report or os.geteuid() != 0, f"report:\n{report}"
+        assert "reduced: not hidden" in report, f"hide without bubblewrap must be reported as reduced:\n{report}"
+        if os.geteuid() == 0:
+            assert (
+                "filesystem: protected by permissions only" in report or "reduced: running as root" in report
+            ), f"root without bubblewrap: unprivileged user or a reduced report expected:\n{report}"
+        result = sandbox.module("stud").arange(3)
+        assert np.array_equal(result, np.arange(3.0)), f"the fallback worker must still run code, got {result!r}"
+
+
+def test_non_root_report_says_reduced(tmp_path: Path) -> None:
+    """The report of a grader that is not root (checked in a forked child that drops to nobody)."""
+    def make_report() -> list[str]:
+        return isolation.plan(
+            python=sys.executable, user=None, hide=[tmp_path], lib_dirs=[], site_packages=[],
+            root_dir=tmp_path, home=tmp_path, limits=Limits(), bubblewrap=True,
+        ).report
+
+    if os.geteuid() != 0:
+        report = make_report()
+    else:
+        read, write = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # the child: drop root, compute the report, hand it back, leave at once
+            try:
+                os.setgroups([])
+                os.setgid(65534)
+                os.setuid(65534)
+                os.write(write, json.dumps(make_report()).encode())
+            finally:
+                os._exit(0)
+        os.close(write)
+        with os.fdopen(read, "rb") as stream:
+            data = stream.read()
+        os.waitpid(pid, 0)
+        report = json.loads(data)
+    text = "\n".join(report)
+    assert "reduced: running as the grader's own user" in text, f"non-root report must say reduced:\n{text}"
+    assert "reduced: not hidden" in text, f"hide paths must be reported as not hidden:\n{text}"
+
+
+def test_hidden_paths_are_invisible(folders: dict[str, Path], tmp_path: Path) -> None:
+    secret = tmp_path / "secret"
+    secret.mkdir()
+    (secret / "answers.txt").write_text("42")
+    with Sandbox(folders["student"], [folders["lib"]], hide=[secret]) as sandbox:
+        if not bubblewrapped(sandbox):
+            pytest.skip("hiding needs root and a working bubblewrap; report: " + "; ".join(sandbox.isolation))
+        stud = sandbox.module("stud")
+        assert stud.listdir(str(secret)) == [], "a hidden folder must look empty to the worker"
+        with pytest.raises(FileNotFoundError):
+            stud.read_file(str(secret / "answers.txt"))
+        assert "answers.txt" not in stud.listdir(str(tmp_path / "secret")), "hidden file listed"
+
+
+def test_worker_cannot_write_lib_dirs(box: Sandbox, stud: Proxy, folders: dict[str, Path]) -> None:
+    if not worker_is_unprivileged(box):
+        pytest.skip("the worker runs as the grader's user, which can write lib_dirs: " + "; ".join(box.isolation))
+    target = folders["lib"] / "libpkg" / "evil.py"
+    with pytest.raises(OSError):
+        stud.write_file(str(target), "x = 1")
+    assert not target.exists(), "the worker wrote into a library folder"
+
+
+def test_worker_can_write_its_own_folder(stud: Proxy) -> None:
+    stud.write_file("scratch.txt", "notes")
+    assert stud.read_file("scratch.txt") == "notes", "the worker's private folder must be writable"
+
+
+# ----- values ---------------------------------------------------------------------------------------
+
+VALUES = [
+    None, True, False, 0, -(2**70), 1.5, -0.0, float("inf"), "", "héllo", b"\x00\xff",
+    [1, [2, (3, 4)]], (1, "a"), {"a": [1, 2], "b": {"c": None}},
+    np.arange(6, dtype=np.int16).reshape(2, 3), np.zeros((0, 3)), np.asfortranarray(np.ones((2, 3))),
+    np.array(3.5), np.array([1 + 2j], dtype=np.complex64), np.array([True, False]),
+    np.float32(1.5), np.int64(-3), np.uint8(255), np.bool_(True),
+    np.float32, np.bool_, np.dtype("float16"), np.dtype(">i4"),
+]
+
+
+def same(a: object, b: object) -> bool:
+    """Equal values of exactly the same types (arrays: dtype, shape, values)."""
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, np.ndarray):
+        return a.dtype == b.dtype and a.shape == b.shape and bool(np.array_equal(a, b))
+    if isinstance(a, (list, tuple)):
+        return len(a) == len(b) and all(map(same, a, b))
+    if isinstance(a, dict):
+        return a.keys() == b.keys() and all(same(a[k], b[k]) for k in a)
+    if isinstance(a, float):
+        return math.copysign(1, a) == math.copysign(1, b) and (a == b or a != a and b != b)
+    if isinstance(a, np.generic):
+        return a.dtype == b.dtype and a == b
+    return a == b
+
+
+@pytest.mark.parametrize("value", VALUES, ids=lambda v: getattr(v, "__name__", type(v).__name__))
+def test_values_round_trip(stud: Proxy, value: object) -> None:
+    back = stud.echo(value)
+    assert same(back, value), f"sent {value!r} ({type(value).__name__}), got {back!r} ({type(back).__name__})"
+
+
+def test_nan_and_config_round_trip(stud: Proxy) -> None:
+    model = pytest.importorskip("kvlab.model", reason="kvlab.model is not written yet")
+    assert math.isnan(stud.echo(float("nan"))), "nan must survive the trip"
+    assert stud.kind(model.TINY) == "Config", "a Config must arrive in the worker as a Config"
+    back = stud.echo(model.TINY)
+    assert type(back) is model.Config and back == model.TINY, f"Config came back as {back!r}"
+
+
+def test_request_round_trip(stud: Proxy) -> None:
+    trace = pytest.importorskip("kvlab.trace", reason="kvlab.trace is not written yet")
+    request = trace.Request(arrival=0.5, input_len=700, output_len=10, blocks=(1, 2))
+    back = stud.echo(request)
+    assert type(back) is trace.Request and back == request, f"Request came back as {back!r}"
+
+
+def test_array_subclass_comes_back_as_ndarray(stud: Proxy) -> None:
+    result = stud.matrix()
+    assert type(result) is np.ndarray, f"an ndarray subclass must arrive as a plain ndarray, got {type(result)}"
+
+
+def test_object_array_from_student_is_refused(stud: Proxy) -> None:
+    with pytest.raises(TypeError, match="dtype object") as info:
+        stud.object_array()
+    assert isinstance(info.value, StudentException), "the refusal must be reported as the student's problem"
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        np.array([1, "a"], dtype=object), lambda x: x, len, object(), {1: "non-str key"},
+        np.floating, np.dtype(object),
+    ],
+    ids=["object-array", "lambda", "builtin", "object", "int-key", "abstract-type", "object-dtype"],
+)
+def test_trusted_values_that_cannot_cross(stud: Proxy, value: object) -> None:
+    with pytest.raises(TypeError, match="cannot"):
+        stud.echo(value)
+
+
+def test_exception_class_cannot_go_back(stud: Proxy) -> None:
+    with pytest.raises(TypeError, match="exception class"):
+        stud.echo(stud.OutOfBlocks)
+
+
+# ----- proxies --------------------------------------------------------------------------------------
+
+def test_student_object_is_a_proxy(stud: Proxy, box: Sandbox) -> None:
+    b = stud.Box(3)
+    assert isinstance(b, Proxy), f"a student object must come back as a proxy, got {type(b)}"
+    assert len(b) == 3, "len() must reach the student's __len__"
+    assert 2 in b and 5 not in b, "`in` must reach the student's __contains__"
+    assert b[1] == 1 and b[-1] == 2, "indexing must reach the student's __getitem__"
+    assert list(b) == [0, 1, 2], "iteration must reach the student's __iter__"
+    assert b.n == 3 and b.double() == 6, "attributes and methods must be round trips"
+    assert repr(b) == "Box(3)" and str(b) == "Box(3)", f"repr/str must be the student's, got {repr(b)!r}"
+    assert bool(b) is True, "bool() must reach the student's object (here through __len__)"
+    b.n = 5
+    assert len(b) == 5, "an attribute write must reach the student's object"
+    assert stud.box_double(b) == 10, "a proxy argument must arrive as the worker object it names"
+    assert box.call("libpkg:apply_double", b) == 10, "a library call must get the student's object"
+
+
+def test_always_equal_object_equals_nothing_trusted(stud: Proxy) -> None:
+    sneaky = stud.AlwaysEqual()
+    assert isinstance(sneaky, Proxy), "an object with a custom __eq__ must stay a reference"
+    for other in (1, None, "x", [1], np.zeros(1)):
+        assert not (sneaky == other), f"a student __eq__ must not make a proxy equal to {other!r}"
+    assert sneaky == sneaky, "a proxy equals itself"
+
+
+def test_stale_proxy_after_reset(stud: Proxy, box: Sandbox) -> None:
+    b = stud.Box(2)
+    box.reset()
+    with pytest.raises(ReferenceError):
+        len(b)
+    assert stud.count() >= 1, "module proxies stay valid across a reset"
+
+
+# ----- exceptions -----------------------------------------------------------------------------------
+
+def test_student_exception_class_is_the_raised_class(stud: Proxy) -> None:
+    cls = stud.OutOfBlocks
+    assert issubclass(cls, RuntimeError) and issubclass(cls, StudentException), f"bases: {cls.__mro__}"
+    with pytest.raises(cls, match="no free block") as info:
+        stud.raise_out()
+    assert type(info.value) is stud.OutOfBlocks, "the class read from the module must be the class raised"
+    text = info.value.student_traceback
+    assert "stud.py" in text and "raise_out" in text, f"the student's frame must be shown:\n{text}"
+    assert "worker.py" not in text, f"worker frames must not be shown:\n{text}"
+
+
+@pytest.mark.parametrize(
+    "function, builtin, name",
+    [("raise_value", ValueError, "ValueError"), ("raise_custom", Exception, "Custom")],
+)
+def test_student_exceptions_keep_builtin_base(stud: Proxy, function: str, builtin: type, name: str) -> None:
+    with pytest.raises(builtin) as info:
+        getattr(stud, function)()
+    assert isinstance(info.value, StudentException), "student exceptions derive from StudentException"
+    assert type(info.value).__name__ == name, f"the class must be named {name}, got {type(info.value).__name__}"
+
+
+@pytest.mark.parametrize("function, raised", [("exit_zero", "SystemExit"), ("interrupt", "KeyboardInterrupt")])
+def test_crashes_are_reported_and_worker_survives(stud: Proxy, function: str, raised: str) -> None:
+    with pytest.raises(StudentCrash, match=raised) as info:
+        getattr(stud, function)()
+    assert "stud.py" in str(info.value), f"the message must say where: {info.value}"
+    assert stud.echo(1) == 1, "the worker must keep serving after a caught crash"
+
+
+@pytest.mark.parametrize("module, error", [("needs_missing", ModuleNotFoundError), ("broken", SyntaxError)])
+def test_import_failures_come_back_with_traceback(box: Sandbox, module: str, error: type) -> None:
+    with pytest.raises(error) as info:
+        box.module(module).anything
+    text = info.value.student_traceback
+    assert f"{module}.py" in text, f"the traceback must name the file:\n{text}"
+
+
+# ----- deaths, timeouts, limits ---------------------------------------------------------------------
+
+@pytest.mark.parametrize(
+    "function, explanation",
+    [("hard_exit", "exited with status 0"), ("segfault", "SIGSEGV")],
+)
+def test_death_is_explained_and_worker_restarts(stud: Proxy, function: str, explanation: str) -> None:
+    survivor = stud.Box(1)
+    with pytest.raises(WorkerDied, match=explanation) as info:
+        getattr(stud, function)()
+    assert function in str(info.value), f"the message must name the call: {info.value}"
+    assert stud.count() == 1, "a fresh worker (module state reset) must serve the next call"
+    with pytest.raises(ReferenceError):
+        len(survivor)
+
+
+def test_death_between_calls_is_reported(stud: Proxy) -> None:
+    stud.alarm_soon()
+    time.sleep(0.3)  # SIGALRM kills the idle worker meanwhile
+    with pytest.raises(WorkerDied, match="SIGALRM.*between calls"):
+        stud.echo(1)
+    assert stud.echo(2) == 2, "a fresh worker must serve the next call"
+
+
+def test_timeout_kills_and_restarts(stud: Proxy, box: Sandbox) -> None:
+    start = time.monotonic()
+    with pytest.raises(WorkerTimeout, match=r"spin.*0\.5 s"):
+        box.call("stud:spin", timeout=0.5)
+    assert time.monotonic() - start < 3, "the timeout must stop the call promptly"
+    assert stud.echo("alive") == "alive", "a fresh worker must serve the next call"
+
+
+@pytest.mark.parametrize(
+    "returncode, cpu, rss, bubblewrap, expected",
+    [
+        (-24, 1.0, 0, False, "CPU time limit of 1 s"),
+        (128 + 9, 1.2, 0, True, "CPU time limit of 1 s"),
+        (-9, 0.1, 500 << 20, False, "ran out of memory (limit 512 MB)"),
+        (-11, 0.1, 0, False, "SIGSEGV"),
+        (137, 0.1, 0, False, "exited with status 137"),
+    ],
+)
+def test_exit_explanations(returncode: int, cpu: float, rss: int, bubblewrap: bool, expected: str) -> None:
+    text = explain_exit(returncode, cpu_seconds=cpu, max_rss_bytes=rss, cpu_limit=1,
+                        memory_limit=512 << 20, signal_offset=bubblewrap)
+    assert expected in text, f"status {returncode} explained as {text!r}, expected {expected!r}"
+
+
+def test_cpu_limit_kills(folders: dict[str, Path]) -> None:
+    with Sandbox(folders["student"], [], limits=Limits(cpu_seconds=1, call_timeout=20)) as sandbox:
+        with pytest.raises(WorkerDied, match="CPU time limit of 1 s"):
+            sandbox.module("stud").spin()
+
+
+def test_memory_limit_gives_memory_error(stud: Proxy) -> None:
+    with pytest.raises(MemoryError):
+        stud.allocate()
+    assert stud.echo(2) == 2, "the worker must survive a refused allocation"
+
+
+def test_fork_is_refused(stud: Proxy, box: Sandbox) -> None:
+    if any("RLIMIT_NPROC does not bind root" in line for line in box.isolation):
+        pytest.skip("the worker runs as root, which RLIMIT_NPROC does not bind")
+    with pytest.raises(OSError):
+        stud.fork()
+
+
+def test_output_is_captured_and_truncated(stud: Proxy, box: Sandbox) -> None:
+    assert stud.say("hello") == 5, "printing must not disturb the reply"
+    assert "hello" in box.captured_output(), f"output not captured: {box.captured_output()!r}"
+    assert stud.flood() == "done", "a 50 MB print must not corrupt the protocol"
+    text = box.captured_output()
+    assert len(text) < box.limits.output_bytes + 200, f"output kept beyond the limit: {len(text)} characters"
+    assert "more bytes of output not kept" in text, "truncation must be noted"
+    box.reset()
+    assert box.captured_output() == "", "reset must clear the captured output"
+
+
+# ----- hostile replies ------------------------------------------------------------------------------
+
+@pytest.mark.parametrize(
+    "data",
+    [b"\xff" * 40, wire.HEADER.pack(1 << 31, 1 << 40), wire.HEADER.pack(5, 0) + b"{nope"],
+    ids=["garbage", "huge-length", "bad-json"],
+)
+def test_garbage_from_worker_is_a_protocol_error(stud: Proxy, data: bytes) -> None:
+    with pytest.raises(ProtocolError):
+        stud.forge(data)
+    assert stud.echo(3) == 3, "a fresh worker must serve the next call"
+
+
+@pytest.mark.parametrize(
+    "tree",
+    [
+        ["A", 0], ["G", 0], ["Z"], ["I", "1"], ["F", 1], ["L", "x"], ["D", [[1, ["N"]]]], ["R", -1, "t"],
+        ["C", "os:system", []], ["X", "m", "", []], ["Y", 5], "N", [], [["N"]],
+        ["P", "O", "dtype"], ["P", "<U3", "type"], ["P", "f" * 100, "type"], ["P", "<f8", "class"],
+        ["A", 1], ["A", 2], ["A", 3], ["A", 4], ["G", 1],
+    ],
+    ids=str,
+)
+def test_decoder_rejects_hostile_trees(tree: object) -> None:
+    def npy(array: np.ndarray, header: dict[str, object] | None = None) -> bytes:
+        stream = io.BytesIO()
+        if header is None:
+            np.save(stream, array, allow_pickle=True)
+        else:
+            np.lib.format.write_array_header_1_0(stream, header)
+            stream.write(array.tobytes())
+        return stream.getvalue()
+
+    blobs = [
+        npy(np.array([1, "a"], dtype=object)),  # its .npy bytes hold a pickle
+        npy(np.zeros(2), {"descr": "<f8", "fortran_order": False, "shape": (-1, -2)}),
+        npy(np.zeros(3))[:-4],  # truncated
+        b"PK\x03\x04 not an npy file at all",
+        npy(np.zeros(2), {"descr": "<U2", "fortran_order": False, "shape": (2,)}),
+    ]
+    decoder = wire.Decoder([memoryview(blob) for blob in blobs], lambda number, name: None)
+    with pytest.raises(ProtocolError):
+        decoder.decode(tree)
+
+
+# ----- measurement and performance ------------------------------------------------------------------
+
+def test_cpu_is_measured_from_outside(stud: Proxy, box: Sandbox) -> None:
+    before = box.cpu_seconds()
+    stud.burn(0.2)
+    used = box.last_call_cpu
+    assert used is not None and 0.15 <= used <= 1.0, f"a 0.2 s CPU burn measured as {used}"
+    assert box.cpu_seconds() - before >= 0.15, "cpu_seconds() must grow with the worker's work"
+
+
+def test_start_and_round_trip_are_fast(folders: dict[str, Path]) -> None:
+    with Sandbox(folders["student"], []) as sandbox:
+        stud = sandbox.module("stud")
+        echo = stud.echo  # the attribute read is one round trip; keep the function proxy
+        small = np.arange(16.0)
+        times = []
+        for _ in range(200):
+            start = time.perf_counter()
+            echo(small)
+            times.append(time.perf_counter() - start)
+        start_seconds = sandbox.last_start_seconds
+    median = statistics.median(times)
+    assert start_seconds is not None and start_seconds < 3, f"worker start took {start_seconds} s"
+    assert median < 2e-3, f"a round trip with a small array took {median * 1e6:.0f} us (median)"
+
+
+def test_close_kills_worker_and_removes_folder(folders: dict[str, Path]) -> None:
+    sandbox = Sandbox(folders["student"], [])
+    sandbox.module("stud").echo(1)
+    worker = sandbox._res.worker
+    assert worker is not None, "a worker must be running after a call"
+    pid, root = worker.cpu_pid, sandbox._res.root
+    sandbox.close()
+    deadline = time.monotonic() + 2
+    while os.path.exists(f"/proc/{pid}") and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert not os.path.exists(f"/proc/{pid}"), f"worker process {pid} survived close()"
+    assert not root.exists(), f"private folder {root} survived close()"
+
+
+def test_student_source_dir_is_copied_not_used(folders: dict[str, Path], box: Sandbox, stud: Proxy) -> None:
+    assert stud.read_file("stud.py").startswith("\nimport os"), "the worker's folder must hold a copy of stud.py"
+    assert Path(box._res.root, "home", "stud.py").exists(), "student files are copied into the private folder"
