@@ -50,7 +50,7 @@ import numpy as np  # noqa: E402
 from kvlab import costs  # noqa: E402
 from kvlab.demo import Attempt, load_module, not_implemented_message, submission_dir, timed  # noqa: E402
 from kvlab.model import TINY, forward, init_params  # noqa: E402
-from kvlab.specs import HARDWARE, MODELS, kv_bytes_per_token  # noqa: E402
+from kvlab.specs import HARDWARE, MODELS  # noqa: E402
 from kvlab.tables import format_table, human_bytes, human_flops, human_ratio  # noqa: E402
 from kvlab.testing import SubmissionError  # noqa: E402
 from kvlab.trace import BLOCK, Request, load_mooncake_trace, make_trace, mooncake_dir, trace_stats  # noqa: E402
@@ -377,7 +377,8 @@ def prefill_cost(trace: Sequence[Request], hits: Sequence[int]) -> tuple[int, in
     for request, hit in zip(trace, hits):
         past = min(hit, request.input_len - 1)
         tokens += request.input_len - past
-        flops += costs.forward_counts(MODEL, 1, request.input_len - past, past=past, last_only=True).flops
+        flops += costs.forward_counts(MODEL, 1, request.input_len - past, past=past, last_only=True,
+                                       kv_bytes_per_token=MODEL.kv_bytes_per_token).flops
     return tokens, flops
 
 
@@ -421,7 +422,7 @@ def table_gpu_time(pk: ModuleType, pc: ModuleType, trace: list[Request], lru_rat
         ],
     ))
     print()
-    per_token = kv_bytes_per_token(MODEL)
+    per_token = MODEL.kv_bytes_per_token
     per_block = BLOCK * per_token
     hbm = GPUS * GPU.hbm_bytes
     distinct = trace_stats(trace)["distinct_blocks"]
