@@ -34,7 +34,8 @@ grade: venv
 	$(PY) -m autograder.grade --assignment $(A) --submission $(SUB) --out $(OUT)
 
 grade-all: venv
-	$(PY) -m autograder.grade_all --assignment $(A) --submissions $(SUBS) --out $(OUT) --jobs $(JOBS)
+	$(PY) -m autograder.grade_all --assignment $(A) --submissions $(SUBS) --jobs $(JOBS) \
+		--out $(if $(filter command line,$(origin OUT)),$(OUT),dist/$(A)-batch)
 
 grade-reference: venv
 	$(PY) -m autograder.grade_reference $(ASSIGNMENTS)

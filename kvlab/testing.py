@@ -9,7 +9,9 @@ why. The grader swaps in a sandboxed `student` fixture with the same behaviour
 from __future__ import annotations
 
 import importlib
+import json
 import os
+import subprocess
 import sys
 from collections import defaultdict
 from collections.abc import Sequence
@@ -63,6 +65,28 @@ class Submission:
         """Run the course-library function "package.module:function" beside the student's code."""
         module, _, function = qualname.partition(":")
         return getattr(importlib.import_module(module), function)(*args, **kwargs)
+
+    def fresh_call(self, module: str, function: str, *args: Any) -> Any:
+        """`<module>.<function>(*args)` in a new Python process with another hash seed.
+
+        For properties that must hold in every process (e.g. digests that must not depend on
+        Python's per-process `hash()` seed). Arguments and result travel as JSON (lists, ints, str).
+        """
+        program = (
+            "import json, sys, importlib\n"
+            "args = json.loads(sys.stdin.read())\n"
+            f"result = getattr(importlib.import_module({module!r}), {function!r})(*args)\n"
+            "print(json.dumps(result))\n"
+        )
+        library = Path(__file__).resolve().parent.parent
+        seed = str((hash("kvlab") % 1000) + 1)  # differs from this process's seed in all but chance
+        env = {**os.environ, "PYTHONHASHSEED": seed,
+               "PYTHONPATH": os.pathsep.join([str(self.directory), str(library)])}
+        done = subprocess.run([sys.executable, "-c", program], input=json.dumps(args), env=env,
+                              capture_output=True, text=True, timeout=60)
+        if done.returncode:
+            raise RuntimeError(f"{module}.{function} failed in a fresh process:\n{done.stderr[-2000:]}")
+        return json.loads(done.stdout)
 
 
 def missing_file_message(directory: Path, expected: str) -> str:

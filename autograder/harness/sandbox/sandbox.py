@@ -390,6 +390,12 @@ class Sandbox:
         self._output.clear()
         self._dropped = 0
 
+    def restart(self) -> None:
+        """Replace the worker with a new process (a new hash seed among other things); proxies die."""
+        if self._res.worker is not None:
+            self._discard()
+        self._launch()
+
     def captured_output(self) -> str:
         """Student stdout and stderr since the last reset, cut at limits.output_bytes with a note."""
         text = self._output.decode("utf-8", errors="replace")

@@ -1,0 +1,425 @@
+"""The trusted grader's pytest plugin: `pytest -p autograder.harness.plugin`, started by `run.py`.
+
+It gives the public and hidden tests the same `student` fixture and `task` marker as
+`kvlab.testing` (the plugin behind a student's `make test`), with two differences:
+
+- `student.<module>` reaches the student's code through a `Backend`: a sandboxed worker process
+  (`SandboxBackend`, what Gradescope runs) or, for trusted code only, an in-process import
+  (`InProcessBackend`, the repository's fast tests of the reference and the mutants).
+- Every test's outcome is recorded for results.json (`Grading`, registered by the runner) with the
+  output a student may see: an assertion's message, a student exception's type, message and the
+  student's own traceback, or why the worker stopped; never the test's source or a pytest
+  traceback of test code.
+
+Anything that is the grader's fault rather than the student's (a hidden test that does not
+import, a test of an unknown task, points that do not add up to assignment.json's, a skipped test)
+is recorded as a fault: the runner then writes a "contact the staff" result instead of a score.
+"""
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import time
+import traceback
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import TracebackType
+from typing import Any, Protocol
+
+import pytest
+
+from autograder.harness.assignment import Assignment
+from autograder.harness.results import MAX_MESSAGE_CHARS, GradedTest, truncate, with_captured_output
+from autograder.harness.sandbox import (
+    ProtocolError,
+    Sandbox,
+    StudentCrash,
+    StudentException,
+    WorkerDied,
+    WorkerTimeout,
+)
+from kvlab.testing import Submission, SubmissionError, missing_file_message, test_task
+
+
+# The worker stopped (or was stopped): their messages say why, in words, with no traceback.
+STOPPED = (WorkerTimeout, WorkerDied, StudentCrash, ProtocolError)
+
+
+class GraderFault(Exception):
+    """Something the grader or its tests got wrong: never reported as the student's failure."""
+
+
+class WholeTestTimeout(BaseException):
+    """A whole test ran past its wall-clock limit. A BaseException, so no `except Exception` in
+    the test or in in-process student code can swallow it."""
+
+
+class Backend(Protocol):
+    """Where the student's modules live: a sandboxed worker, or this process (trusted code only)."""
+
+    isolation: list[str]
+    in_process: bool
+
+    def module(self, name: str) -> Any:
+        """The student's module `name`, imported; SubmissionError saying why when it cannot be."""
+
+    def call(self, qualname: str, *args: Any, **kwargs: Any) -> Any:
+        """Run the course-library function "package.module:function" beside the student's code."""
+
+    def fresh_call(self, module: str, function: str, *args: Any) -> Any:
+        """`<module>.<function>(*args)` in a newly started process; plain data in and out."""
+
+    def reset(self) -> None:
+        """Forget the objects the previous test made (not the imported modules)."""
+
+    def captured_output(self) -> str:
+        """What student code printed since the last reset."""
+
+    def close(self) -> None:
+        """Stop the student's process, if there is one."""
+
+
+class SandboxBackend:
+    """The student's modules in a sandboxed worker (autograder.harness.sandbox.Sandbox)."""
+
+    in_process = False
+
+    def __init__(self, sandbox: Sandbox) -> None:
+        self.sandbox = sandbox
+        self.isolation = list(sandbox.isolation)
+
+    def module(self, name: str) -> Any:
+        # Import now rather than at the first attribute read, so a file that does not import is
+        # reported as such (with the student's SyntaxError or ImportError and its line) and not
+        # as a failure of whatever the test happened to read first.
+        module = self.sandbox.module(name)
+        try:
+            module.__name__
+        except STOPPED as error:
+            raise SubmissionError(f"{name}.py could not be imported: {error}") from None
+        except StudentException as error:
+            raise SubmissionError(f"{name}.py could not be imported:\n{student_exception_text(error)}") from None
+        return module
+
+    def call(self, qualname: str, *args: Any, **kwargs: Any) -> Any:
+        return self.sandbox.call(qualname, *args, **kwargs)
+
+    def reset(self) -> None:
+        self.sandbox.reset()
+
+    def fresh_call(self, module: str, function: str, *args: Any) -> Any:
+        self.sandbox.restart()
+        return getattr(self.sandbox.module(module), function)(*args)
+
+    def captured_output(self) -> str:
+        return self.sandbox.captured_output()
+
+    def close(self) -> None:
+        self.sandbox.close()
+
+
+class InProcessBackend:
+    """The student's modules imported into this process: only ever for trusted code."""
+
+    in_process = True
+
+    def __init__(self, modules_dir: Path) -> None:
+        self.submission = Submission(modules_dir)
+        self.loaded: set[str] = set()
+        self.isolation = ["none: the submission ran inside the grading process (--mode inprocess, trusted code only)"]
+
+    def module(self, name: str) -> Any:
+        self.loaded.add(name)
+        return getattr(self.submission, name)
+
+    def call(self, qualname: str, *args: Any, **kwargs: Any) -> Any:
+        return self.submission.call(qualname, *args, **kwargs)
+
+    def fresh_call(self, module: str, function: str, *args: Any) -> Any:
+        return self.submission.fresh_call(module, function, *args)
+
+    def reset(self) -> None:
+        """Nothing to forget: objects die with the test, and modules stay imported as in kvlab.testing."""
+
+    def captured_output(self) -> str:
+        # In this process pytest's own capture holds the output; Grading reads it from the report.
+        return ""
+
+    def close(self) -> None:
+        """Unload the student's modules, so a later in-process run imports its own files."""
+        for name in self.loaded:
+            sys.modules.pop(name, None)
+
+
+class StudentFiles:
+    """What the `student` fixture gives a test: `student.kv_decode`, `student.call(...)`."""
+
+    def __init__(self, backend: Backend, modules: tuple[str, ...], submitted: Path) -> None:
+        self._backend = backend
+        self._modules = modules
+        self._submitted = submitted
+        # A file that is missing or does not import fails every test that uses it with the same
+        # message, found once: re-importing a file that loops forever at import would cost a
+        # timeout per test.
+        self._problems: dict[str, str] = {}
+        self._loaded: dict[str, Any] = {}
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_"):
+            raise AttributeError(name)
+        if name not in self._modules:
+            raise GraderFault(f"a test asked for student.{name}, but assignment.json lists only "
+                              f"{', '.join(m + '.py' for m in self._modules)}")
+        if name in self._problems:
+            raise SubmissionError(self._problems[name])
+        if name not in self._loaded:
+            try:
+                self._loaded[name] = self._load(name)
+            except SubmissionError as error:
+                self._problems[name] = str(error)
+                raise
+        return self._loaded[name]
+
+    def _load(self, name: str) -> Any:
+        path = self._submitted / f"{name}.py"
+        if path.is_symlink() or not path.is_file():
+            raise SubmissionError(submitted_file_problem(self._submitted, f"{name}.py"))
+        return self._backend.module(name)
+
+    def call(self, qualname: str, *args: Any, **kwargs: Any) -> Any:
+        """Run the course-library function "package.module:function" beside the student's code."""
+        return self._backend.call(qualname, *args, **kwargs)
+
+    def fresh_call(self, module: str, function: str, *args: Any) -> Any:
+        """`student.<module>.<function>(*args)` in a newly started process (see kvlab.testing)."""
+        getattr(self, module)  # a missing or broken file fails here with its usual message
+        return self._backend.fresh_call(module, function, *args)
+
+
+def submitted_file_problem(submitted: Path, expected: str) -> str:
+    """kvlab.testing's missing-file message, plus the usual Gradescope mix-ups it cannot see."""
+    path = submitted / expected
+    if path.is_symlink():
+        return f"{expected} in your submission is a symbolic link; submit the file itself."
+    message = missing_file_message(submitted, expected)
+    nested = sorted(p.relative_to(submitted).as_posix() for p in submitted.rglob(expected)
+                    if p.is_file() and not p.is_symlink())
+    if nested:
+        message += (f" It is inside a folder ({nested[0]}): upload the file itself, not the folder "
+                    "that holds it.")
+    return message
+
+
+def student_exception_text(error: StudentException) -> str:
+    """An exception from the student's worker: its type, message and the student's traceback.
+
+    The worker's traceback text lists only the student's and the course library's frames and
+    already ends with "Type: message"; without frames it is that line alone.
+    """
+    name = type(error).__name__
+    trace = truncate(error.student_traceback.strip(), MAX_MESSAGE_CHARS)
+    return trace if trace else f"{name}: {truncate(error.message, MAX_MESSAGE_CHARS)}"
+
+
+@dataclass
+class Outcome:
+    """What the phases (setup, call, teardown) of one test said so far."""
+
+    problems: list[str] = field(default_factory=list)
+    captured: str = ""
+
+
+OUTCOME = pytest.StashKey[Outcome]()
+
+
+@dataclass
+class Grading:
+    """One grading session: registered as a pytest plugin by the runner; holds the records."""
+
+    assignment: Assignment
+    backend: Backend
+    submitted: Path
+    modules_dir: Path
+    deadline: float
+    test_seconds: float
+    student: StudentFiles = field(init=False)
+    records: list[GradedTest] = field(default_factory=list)
+    faults: list[str] = field(default_factory=list)
+    # nodeid -> (task, points, whether it is a hidden test), for every collected test.
+    catalog: dict[str, tuple[str, float, bool]] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.student = StudentFiles(self.backend, self.assignment.modules, self.submitted)
+
+    def fault(self, what: str) -> None:
+        """Record a grader fault; the details go to the runner's stderr (the staff's log only)."""
+        self.faults.append(what)
+        print(f"grader fault: {what}", file=sys.stderr)
+
+    # Hooks -----------------------------------------------------------------------------------
+
+    def pytest_configure(self, config: pytest.Config) -> None:
+        config.stash[GRADING] = self
+
+    def pytest_collectreport(self, report: pytest.CollectReport) -> None:
+        if report.failed:
+            self.fault(f"collecting {report.nodeid or 'the tests'} failed:\n{report.longreprtext}")
+
+    def pytest_collection_modifyitems(self, config: pytest.Config, items: list[pytest.Item]) -> None:
+        hidden = self.assignment.hidden_tests.resolve()
+        totals: dict[str, float] = {task.name: 0.0 for task in self.assignment.tasks}
+        for item in items:
+            task, points = test_task(item)
+            if task not in totals:
+                self.fault(f"{item.nodeid}: task {task!r} is not in assignment.json")
+                continue
+            totals[task] += points
+            self.catalog[item.nodeid] = (task, points, Path(item.path).resolve().is_relative_to(hidden))
+        for task in self.assignment.tasks:
+            if abs(totals[task.name] - task.points) > 1e-9:
+                self.fault(f"the tests of task {task.name} are worth {totals[task.name]:g} points; "
+                           f"assignment.json says {task.points:g}")
+        if self.faults:
+            # Grading with a broken suite would score the student against the wrong tests.
+            config.hook.pytest_deselected(items=list(items))
+            items[:] = []
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_setup(self, item: pytest.Item) -> None:
+        item.stash.setdefault(OUTCOME, Outcome())
+        if time.monotonic() > self.deadline:
+            pytest.fail("not run: the earlier tests used up the time the grader has for one submission "
+                        "(your code may be too slow, or stuck until each call's timeout)")
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_call(self, item: pytest.Item) -> Iterator[None]:
+        """Run the test under a wall-clock limit for the whole test (each call has its own, shorter one)."""
+        limit = self.test_seconds
+
+        def expire(signum: int, frame: Any) -> None:
+            raise WholeTestTimeout(f"this test took longer than {limit:g} s in all and was stopped (each "
+                                   f"call into your code may take at most {self.assignment.call_timeout_seconds:g} s)")
+
+        previous = signal.signal(signal.SIGALRM, expire)
+        # An enclosing timer (pytest-timeout around an in-process run) is resumed afterwards.
+        outer_delay, outer_interval = signal.setitimer(signal.ITIMER_REAL, limit)
+        started = time.monotonic()
+        try:
+            return (yield)
+        finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.signal(signal.SIGALRM, previous)
+            if outer_delay:
+                remaining = max(outer_delay - (time.monotonic() - started), 1e-3)
+                signal.setitimer(signal.ITIMER_REAL, remaining, outer_interval)
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+        report: pytest.TestReport = yield
+        outcome = item.stash.setdefault(OUTCOME, Outcome())
+        if report.skipped:
+            self.fault(f"{item.nodeid} was skipped ({report.longreprtext.strip()}); graded tests never skip")
+        elif report.failed and call.excinfo is not None:
+            try:
+                # Bounded: a message can carry student text (a huge exception message, a listing of
+                # thousands of submitted files).
+                outcome.problems.append(truncate(self.describe(call.excinfo), MAX_MESSAGE_CHARS))
+            except GraderFault as error:
+                self.fault(f"{item.nodeid}: {error}")
+        if report.when == "teardown":
+            if self.backend.in_process:
+                outcome.captured = report.capstdout + report.capstderr
+            self.finish(item, outcome)
+        return report
+
+    def finish(self, item: pytest.Item, outcome: Outcome) -> None:
+        """The record of a test whose teardown just ended."""
+        task, points, hidden = self.catalog[item.nodeid]
+        self.records.append(GradedTest(
+            name=test_name(item), task=task, points=points, passed=not outcome.problems,
+            output=with_captured_output("\n\n".join(outcome.problems), outcome.captured), hidden=hidden,
+        ))
+
+    # The student-facing message of a failure --------------------------------------------------
+
+    def describe(self, excinfo: pytest.ExceptionInfo[BaseException]) -> str:
+        """What the student sees for a failed test; GraderFault when the grader is to blame."""
+        error = excinfo.value
+        if isinstance(error, GraderFault):
+            raise error
+        if isinstance(error, (SubmissionError, WholeTestTimeout)):
+            return str(error)
+        if isinstance(error, STOPPED):
+            return str(error)
+        if isinstance(error, StudentException):
+            return raised_heading(error) + student_exception_text(error)
+        if raised_in(excinfo, HARNESS_DIR):
+            # The grader's own code refused what a test asked (a value the sandbox cannot carry, a
+            # proxy kept past a reset): a bug in the test, not in the submission.
+            raise GraderFault(f"the grader raised {type(error).__name__}: {error}")
+        if self.backend.in_process:
+            student_side = self.in_process_student_traceback(excinfo)
+            if student_side:
+                return raised_heading(error) + student_side
+        if isinstance(error, AssertionError):
+            # --assert=plain: the message is the test author's text, never the asserted expression.
+            return str(error) or "a check failed (the test gave no message)"
+        if isinstance(error, pytest.fail.Exception):
+            return str(error)
+        # Raised by test code, typically on a value of the wrong kind from the student (len() of
+        # None, indexing an int); the test's own line would reveal its source.
+        return f"the test could not check what your code returned: {type(error).__name__}: {error}"
+
+    def in_process_student_traceback(self, excinfo: pytest.ExceptionInfo[BaseException]) -> str:
+        """In-process only: the traceback from the first frame in the student's files, else ''."""
+        root = os.path.join(str(self.modules_dir.resolve()), "")
+        tb: TracebackType | None = excinfo.tb
+        while tb is not None and not tb.tb_frame.f_code.co_filename.startswith(root):
+            tb = tb.tb_next
+        if tb is None:
+            return ""
+        return "".join(traceback.format_exception(excinfo.type, excinfo.value, tb)).replace(root, "")
+
+
+GRADING = pytest.StashKey[Grading]()
+HARNESS_DIR = Path(__file__).resolve().parent
+
+
+def raised_heading(error: BaseException) -> str:
+    """The line above a student traceback; a stub's NotImplementedError says what it means."""
+    if isinstance(error, NotImplementedError):
+        return "Not implemented yet: your code raised NotImplementedError.\n"
+    return "Your code raised an exception:\n"
+
+
+def raised_in(excinfo: pytest.ExceptionInfo[BaseException], folder: Path) -> bool:
+    """Whether the innermost frame of the traceback is in `folder`."""
+    tb = excinfo.tb
+    while tb.tb_next is not None:
+        tb = tb.tb_next
+    return Path(tb.tb_frame.f_code.co_filename).resolve().is_relative_to(folder)
+
+
+def test_name(item: pytest.Item) -> str:
+    """The node id without its file: "test_decode_matches_reference[gqa-B2]", "TestX::test_y"."""
+    return item.nodeid.split("::", 1)[1] if "::" in item.nodeid else item.name
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "task(name, points=1): the task a test grades and its points")
+
+
+@pytest.fixture
+def student(request: pytest.FixtureRequest) -> Iterator[StudentFiles]:
+    """The submitted modules, as in kvlab.testing: `student.kv_decode.greedy_decode(...)`."""
+    grading = request.config.stash.get(GRADING, None)
+    if grading is None:
+        raise pytest.UsageError("autograder.harness.plugin grades only when started by "
+                                "`python -m autograder.harness.run`")
+    # Objects made for the previous test must not leak into this one.
+    grading.backend.reset()
+    yield grading.student
+    if not grading.backend.in_process:
+        request.node.stash.setdefault(OUTCOME, Outcome()).captured = grading.backend.captured_output()

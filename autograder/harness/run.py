@@ -1,0 +1,241 @@
+"""The trusted grading runner: grade one submission and write Gradescope's results.json.
+
+    python -m autograder.harness.run --assignment lecture02 --submission DIR --results FILE
+                                     [--mode sandbox|inprocess] [--tests-root ROOT] [--time-budget S]
+
+It runs pytest in this process on the assignment's public tests (`assignments/<id>/tests`) and
+hidden tests (`autograder/hidden/<id>`) under ROOT (default: the folder holding `autograder/`), with
+`autograder.harness.plugin` as the `student` fixture, an empty ini and a rootdir in a private
+temporary folder, so nothing in a student's folder is ever collected or configures pytest.
+
+`--mode sandbox` (the default, and Gradescope's) never imports student code here: the submitted
+files listed in assignment.json are copied to a staging folder and run in a sandboxed worker
+(`autograder.harness.sandbox`) that sees a read-only copy of `kvlab` and none of the grader's files.
+`--mode inprocess` imports them into this process (kvlab.testing.Submission): only for trusted code,
+the repository's own fast tests of the reference and of the mutants.
+
+The results file is written exactly once, atomically, at the end, and always: when anything goes
+wrong on the grader's side (a hidden test that does not import, points that do not add up, a bug
+here) the file says the grader failed and asks the student to contact the staff; the details go to
+stderr, which Gradescope shows the staff only. The exit status is 0 when the submission was graded
+(whatever its score) and 1 when the result records a grader fault.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import pwd
+import shutil
+import stat
+import sys
+import tempfile
+import time
+import traceback
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import autograder.harness.sandbox as sandbox_package
+import kvlab
+from autograder.harness.assignment import REPO_ROOT, Assignment, load_assignment
+from autograder.harness.plugin import Backend, GraderFault, Grading, InProcessBackend, SandboxBackend
+from autograder.harness.results import fault_results, graded_results, write_results
+from autograder.harness.sandbox import Limits, Sandbox
+
+# Gradescope stops a run after 10 minutes by default and then shows no results at all; tests
+# starting after this many seconds fail at once instead, so a slow submission still gets a report.
+TIME_BUDGET_SECONDS = 480.0
+# One test's wall-clock limit. The reference needs well under a second per test; each call into
+# student code separately has assignment.json's call_timeout_seconds.
+TEST_SECONDS = 60.0
+# Created by the Gradescope image's setup.sh; without it (a local run as root) the sandbox uses nobody.
+SANDBOX_USER = "kvlab-sandbox"
+# pytest reads these from the environment; a grading run takes its options from this file only.
+PYTEST_ENV = ("PYTEST_ADDOPTS", "PYTEST_PLUGINS")
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m autograder.harness.run", description=__doc__.split("\n")[0])
+    parser.add_argument("--assignment", required=True, help="assignment id, e.g. lecture02")
+    parser.add_argument("--submission", required=True, type=Path, help="folder holding the submitted files")
+    parser.add_argument("--results", required=True, type=Path, help="where to write results.json")
+    parser.add_argument("--mode", choices=("sandbox", "inprocess"), default="sandbox",
+                        help="sandbox (default): student code in an isolated worker; inprocess: "
+                             "imported into this process, for trusted code only")
+    parser.add_argument("--tests-root", type=Path, default=REPO_ROOT,
+                        help="folder holding assignments/<id>/ and autograder/hidden/<id>/ (default: %(default)s)")
+    parser.add_argument("--time-budget", type=float, default=TIME_BUDGET_SECONDS,
+                        help="seconds after which remaining tests fail without running (default: %(default)s)")
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    results = run(args.assignment, args.submission, args.results, mode=args.mode,
+                  tests_root=args.tests_root, time_budget=args.time_budget)
+    return 0 if results["extra_data"]["status"] == "graded" else 1
+
+
+def run(assignment_id: str, submission: Path, results_path: Path, *, mode: str = "sandbox",
+        tests_root: Path = REPO_ROOT, time_budget: float = TIME_BUDGET_SECONDS) -> dict[str, Any]:
+    """Grade `submission`, write results_path once, and return what was written."""
+    started = time.monotonic()
+    max_score = 0.0
+    try:
+        assignment = load_assignment(assignment_id, Path(tests_root))
+        max_score = assignment.max_score
+        results = grade(assignment, Path(submission), Path(results_path).resolve(), mode,
+                        deadline=started + time_budget)
+        # Validate here, so a result this code built wrongly becomes a fault result below.
+        write_results(results_path, results)
+        return results
+    except BaseException:  # noqa: BLE001 - whatever failed, the student gets a valid file
+        print("The grader failed; the student is shown the contact-the-staff result.", file=sys.stderr)
+        traceback.print_exc()
+    results = fault_results(assignment_id, max_score, time.monotonic() - started)
+    write_results(results_path, results)
+    return results
+
+
+def grade(assignment: Assignment, submission: Path, results_path: Path, mode: str,
+          deadline: float) -> dict[str, Any]:
+    """Run the tests on `submission`; the graded results, or GraderFault."""
+    if not submission.is_dir():
+        raise GraderFault(f"the submission folder {submission} does not exist")
+    started = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="kvlab-grade-") as private_name, \
+            tempfile.TemporaryDirectory(prefix="kvlab-lib-") as lib_name:
+        private, lib = Path(private_name), Path(lib_name)
+        modules_dir = stage_submission(assignment, submission, private / "submission")
+        backend: Backend | None = None
+        try:
+            backend = make_backend(mode, assignment, modules_dir, lib, private, results_path)
+            grading = Grading(assignment=assignment, backend=backend, submitted=submission.resolve(),
+                              modules_dir=modules_dir, deadline=deadline, test_seconds=TEST_SECONDS)
+            exit_code = run_pytest(assignment, grading, private)
+            isolation = backend.isolation
+        finally:
+            if backend is not None:
+                backend.close()
+            make_writable(lib)
+    if exit_code not in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED):
+        grading.fault(f"pytest ended with {pytest.ExitCode(exit_code).name}")
+    if len(grading.records) != len(grading.catalog):
+        grading.fault(f"{len(grading.records)} of {len(grading.catalog)} collected tests reported a result")
+    if grading.faults:
+        raise GraderFault("; ".join(grading.faults))
+    return graded_results(assignment, grading.records, time.monotonic() - started, isolation)
+
+
+def stage_submission(assignment: Assignment, submission: Path, target: Path) -> Path:
+    """Copy the files assignment.json lists (regular files only, never a symlink's target) to target.
+
+    Only these reach the student's process: a stray conftest.py, an extra module or a folder in
+    the submission is never imported, in either mode.
+    """
+    target.mkdir(mode=0o755)
+    for name in assignment.files:
+        source = submission / name
+        if source.is_file() and not source.is_symlink():
+            shutil.copyfile(source, target / name)
+            os.chmod(target / name, 0o644)
+    return target
+
+
+def stage_library(target: Path) -> Path:
+    """A read-only copy of the course library `kvlab` in `target`, the folder to put on sys.path.
+
+    `target` should sit directly in the temporary folder: bubblewrap makes the missing parents of
+    a folder it binds into its private /tmp readable by root only, so a deeper folder would be
+    out of an unprivileged worker's reach.
+    """
+    shutil.copytree(Path(kvlab.__file__).parent, target / "kvlab",
+                    ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    for folder, _, files in os.walk(target, topdown=False):
+        for name in files:
+            os.chmod(os.path.join(folder, name), 0o444)
+        os.chmod(folder, 0o555)
+    return target
+
+
+def make_writable(folder: Path) -> None:
+    """Undo stage_library's read-only bits so the folder can be removed by a non-root grader."""
+    for path, _, _ in os.walk(folder):
+        os.chmod(path, stat.S_IMODE(os.stat(path).st_mode) | stat.S_IWUSR | stat.S_IXUSR)
+
+
+def hidden_from_student(assignment: Assignment, private: Path, results_path: Path) -> list[Path]:
+    """What the student's process must not see: every grader folder, the results, the hidden tests."""
+    roots = {REPO_ROOT, assignment.root}
+    candidates = [root / name for root in roots for name in ("autograder", "solutions", "tests", ".git")]
+    candidates += [assignment.hidden_tests, results_path.parent, private,
+                   Path(sandbox_package.__file__).resolve().parent]
+    return sorted({p.resolve() for p in candidates if p.exists()})
+
+
+def sandbox_user() -> str | None:
+    """The unprivileged user for the worker, when the image made one (the sandbox picks otherwise)."""
+    try:
+        pwd.getpwnam(SANDBOX_USER)
+    except KeyError:
+        return None
+    return SANDBOX_USER
+
+
+def make_backend(mode: str, assignment: Assignment, modules_dir: Path, lib: Path,
+                 private: Path, results_path: Path) -> Backend:
+    """The student's code: a sandboxed worker that sees none of the grader's files, or (inprocess) this process."""
+    if mode == "inprocess":
+        return InProcessBackend(modules_dir)
+    limits = Limits(call_timeout=assignment.call_timeout_seconds)
+    sandbox = Sandbox(modules_dir, [stage_library(lib)], limits=limits,
+                      hide=hidden_from_student(assignment, private, results_path), user=sandbox_user())
+    return SandboxBackend(sandbox)
+
+
+def run_pytest(assignment: Assignment, grading: Grading, private: Path) -> int:
+    """pytest.main on the public and hidden tests, configured only by the arguments here."""
+    ini = private / "pytest.ini"
+    ini.write_text("[pytest]\n", encoding="utf-8")
+    folders = [p for p in (assignment.public_tests, assignment.hidden_tests) if p.is_dir()]
+    if not folders:
+        raise GraderFault(f"no tests for {assignment.id}: neither {assignment.public_tests} nor "
+                          f"{assignment.hidden_tests} exists")
+    args = [
+        *map(str, folders),
+        "-p", "autograder.harness.plugin", "--noconftest", "--assert=plain",
+        "-p", "no:cacheprovider", "-p", "no:randomly",
+        "-c", str(ini), "--rootdir", str(private),
+        "-q", "--tb=short", "--no-header",
+    ]
+    with process_state_restored(folders):
+        # The working folder is private too, so anything a test writes relative to it (hypothesis'
+        # example database) lands in the temporary folder.
+        os.chdir(private)
+        return int(pytest.main(args, plugins=[grading]))
+
+
+@contextmanager
+def process_state_restored(folders: list[Path]) -> Iterator[None]:
+    """Restore the working folder, environment, sys.path and the test modules after a pytest run,
+    so the next run in this process (the repository's in-process tests) starts clean."""
+    cwd, path = os.getcwd(), list(sys.path)
+    before = set(sys.modules)
+    saved_env = {name: os.environ.pop(name) for name in PYTEST_ENV if name in os.environ}
+    try:
+        yield
+    finally:
+        os.chdir(cwd)
+        sys.path[:] = path
+        os.environ.update(saved_env)
+        roots = tuple(os.path.join(str(folder.resolve()), "") for folder in folders)
+        for name in set(sys.modules) - before:
+            if str(getattr(sys.modules[name], "__file__", None) or "").startswith(roots):
+                del sys.modules[name]
+
+
+if __name__ == "__main__":
+    sys.exit(main())
