@@ -4,8 +4,10 @@ Writes `dist/<id>-autograder.zip` (`make autograder A=<id>`). Its root is Grades
 /autograder/source: `setup.sh` and `run_autograder` (from `autograder/gradescope/`, the assignment
 id and the fallback grader-fault result filled in), the pinned `requirements/`, and what grading
 needs: `kvlab/`, `autograder/__init__.py`, `autograder/harness/` (the sandbox included), the hidden
-tests `autograder/hidden/<id>/`, and `assignments/<id>/assignment.json` with the public tests.
-Nothing else: no solutions, no mutants, no repository tests.
+tests `autograder/hidden/<id>/`, `assignments/<id>/assignment.json` with the public tests, and
+the Mooncake traces the assignment's "traces" lists, under `data/mooncake/` (read from
+`kvlab.trace.mooncake_dir()` at build time: they are data, never committed here; run_autograder
+points KVLAB_MOONCAKE_DIR at them). Nothing else: no solutions, no mutants, no repository tests.
 
 The zip is deterministic (sorted entries, fixed timestamps and modes), so the same sources give
 the same bytes and a rebuilt package can be compared with the uploaded one.
@@ -23,6 +25,7 @@ from pathlib import Path
 
 from autograder.harness.assignment import REPO_ROOT, Assignment, AssignmentError, load_assignment
 from autograder.harness.results import fault_results
+from kvlab.trace import mooncake_dir
 
 TEMPLATES = Path(__file__).resolve().parent / "gradescope"
 EXECUTABLES = ("setup.sh", "run_autograder")
@@ -56,6 +59,16 @@ def run_autograder_script(assignment: Assignment) -> bytes:
     return text.replace("@ASSIGNMENT@", assignment.id).replace("@FAULT_RESULT@", fallback).encode()
 
 
+def _traces(assignment: Assignment) -> dict[str, bytes]:
+    """The trace files the hidden tests read; a package without them would fail every student."""
+    folder = mooncake_dir()
+    missing = [name for name in assignment.traces if not (folder / name).is_file()]
+    if missing:
+        raise FileNotFoundError(f"{assignment.id} needs the Mooncake trace(s) {', '.join(missing)} in {folder}; "
+                                "set KVLAB_MOONCAKE_DIR to the folder that holds them")
+    return {f"data/mooncake/{name}": (folder / name).read_bytes() for name in assignment.traces}
+
+
 def package_files(assignment: Assignment, root: Path = REPO_ROOT) -> dict[str, bytes]:
     """The package's files: zip path -> content."""
     hidden = assignment.hidden_tests.relative_to(assignment.root).as_posix()
@@ -71,6 +84,7 @@ def package_files(assignment: Assignment, root: Path = REPO_ROOT) -> dict[str, b
         **_tree(assignment.root, hidden),
         **_file(assignment.root, f"assignments/{assignment.id}/assignment.json"),
         **_tree(assignment.root, public),
+        **_traces(assignment),
     }
     return dict(sorted(files.items()))
 

@@ -41,6 +41,7 @@ class Submission:
     def __init__(self, directory: Path) -> None:
         self.directory = Path(directory).resolve()
         self._modules: dict[str, Any] = {}
+        self._fresh_calls = 0
 
     def __getattr__(self, name: str) -> Any:
         if name.startswith("_"):
@@ -79,8 +80,8 @@ class Submission:
             "print(json.dumps(result))\n"
         )
         library = Path(__file__).resolve().parent.parent
-        seed = str((hash("kvlab") % 1000) + 1)  # differs from this process's seed in all but chance
-        env = {**os.environ, "PYTHONHASHSEED": seed,
+        self._fresh_calls += 1  # a different hash seed for every fresh process
+        env = {**os.environ, "PYTHONHASHSEED": str(self._fresh_calls),
                "PYTHONPATH": os.pathsep.join([str(self.directory), str(library)])}
         done = subprocess.run([sys.executable, "-c", program], input=json.dumps(args), env=env,
                               capture_output=True, text=True, timeout=60)

@@ -21,6 +21,9 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 VISIBILITIES = ("hidden", "after_due_date", "after_published", "visible")
 
 _TOP_KEYS = {"id", "title", "files", "tasks", "visibility", "call_timeout_seconds"}
+# Optional: "data" (files shipped in the student bundle, see tools/release.py) and "traces"
+# (Mooncake trace files the hidden tests read, packed into the Gradescope zip by autograder/build.py).
+_OPTIONAL_KEYS = {"data", "traces"}
 _TASK_KEYS = {"name", "title", "points", "functions"}
 _VISIBILITY_KEYS = {"public", "hidden"}
 
@@ -50,6 +53,7 @@ class Assignment:
     visibility: dict[str, str]
     call_timeout_seconds: float
     root: Path
+    traces: tuple[str, ...] = ()
 
     @property
     def modules(self) -> tuple[str, ...]:
@@ -103,7 +107,7 @@ def load_assignment(assignment_id: str, root: Path = REPO_ROOT) -> Assignment:
 def parse_assignment(data: Any, root: Path, where: str = "assignment.json") -> Assignment:
     """Validate the parsed JSON `data` and build an Assignment whose tests live under `root`."""
     _require(isinstance(data, dict), where, "the top level must be an object")
-    _no_unknown_keys(data, _TOP_KEYS, where)
+    _no_unknown_keys(data, _TOP_KEYS | _OPTIONAL_KEYS, where)
     for key in sorted(_TOP_KEYS):
         _require(key in data, where, f"missing field {key!r}")
     assignment_id, title = data["id"], data["title"]
@@ -121,8 +125,12 @@ def parse_assignment(data: Any, root: Path, where: str = "assignment.json") -> A
     timeout = data["call_timeout_seconds"]
     _require(_is_number(timeout) and timeout > 0, where,
              f"call_timeout_seconds must be a positive number, got {timeout!r}")
+    traces = data.get("traces", [])
+    _require(isinstance(traces, list) and all(isinstance(t, str) and "/" not in t for t in traces), where,
+             "traces must be a list of file names in the Mooncake trace folder")
     return Assignment(id=assignment_id, title=title, files=files, tasks=tasks,
-                      visibility=dict(visibility), call_timeout_seconds=float(timeout), root=Path(root))
+                      visibility=dict(visibility), call_timeout_seconds=float(timeout), root=Path(root),
+                      traces=tuple(traces))
 
 
 def _files(files: Any, where: str) -> tuple[str, ...]:

@@ -134,6 +134,16 @@ def encode(
         return ["Y", len(blobs) - 1]
     if isinstance(value, np.dtype) or (isinstance(value, type) and issubclass(value, np.generic)):
         return ["P", _numeric_dtype(value).str, "dtype" if isinstance(value, np.dtype) else "type"]
+    if type(value) in (list, tuple) and value and _all_requests(value):
+        return _encode_trace(value, blobs)
+    if type(value) is list and len(value) >= INT_LIST_MIN and all(type(item) is int for item in value):
+        try:
+            column = np.array(value, dtype=np.int64)
+        except OverflowError:
+            pass  # ints beyond 64 bits travel one by one below
+        else:
+            blobs.append(_array_bytes(column, "a list of ints"))
+            return ["J", len(blobs) - 1]
     if isinstance(value, (list, tuple)):
         items = [encode(item, blobs, reference, depth + 1) for item in value]
         return ["L" if isinstance(value, list) else "T", items]
@@ -155,6 +165,36 @@ def encode(
         "bytes, list, tuple, dict, numeric ndarrays, numpy scalars and dtypes, Config, Request and objects "
         "that came from the student's process cross the sandbox"
     )
+
+
+REQUEST = "kvlab.trace:Request"
+# Lists of ints at least this long (block ids for a cache) travel as one int64 array ("J"), not as a
+# tree node per item: 400,000 ids take milliseconds instead of seconds.
+INT_LIST_MIN = 64
+
+
+def _all_requests(items: list[Any] | tuple[Any, ...]) -> bool:
+    cls = dataclass_types().get(REQUEST)
+    return cls is not None and all(type(item) is cls for item in items)
+
+
+def _encode_trace(trace: list[Any] | tuple[Any, ...], blobs: list[Any]) -> list[Any]:
+    """A list or tuple of Requests as columns: ["W", "L" or "T", arrival, input_len, output_len,
+    number of blocks, all block ids].
+
+    A trace of 23,608 requests holds ~400,000 block ids: one tagged tree node per int would cost
+    seconds per call, four arrays cost milliseconds.
+    """
+    columns = [
+        np.array([r.arrival for r in trace], dtype=np.float64),
+        np.array([r.input_len for r in trace], dtype=np.int64),
+        np.array([r.output_len for r in trace], dtype=np.int64),
+        np.array([len(r.blocks) for r in trace], dtype=np.int64),
+        np.fromiter((b for r in trace for b in r.blocks), dtype=np.int64),
+    ]
+    start = len(blobs)
+    blobs.extend(_array_bytes(column, "a trace column") for column in columns)
+    return ["W", "L" if type(trace) is list else "T", *range(start, start + len(columns))]
 
 
 def _conforms(value: Any, hint: Any) -> bool:

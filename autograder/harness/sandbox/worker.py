@@ -19,8 +19,9 @@ item is a tag:
     dtype or scalar type (np.dtype("<f4") or np.float32), ["C", "module:Class", [[field, value],
     ...]] one of DATACLASSES, ["R", number, type name] a reference into the worker's object table,
     ["X", module, qualname, [[module, qualname], ...MRO]] an exception class (worker to trusted only),
-    ["M", module] a module by name and ["Q", "module:attr.path"] a library object by name (trusted
-    to worker only).
+    ["M", module] a module by name, ["Q", "module:attr.path"] a library object by name and
+    ["J", blob] a long list of ints as one int64 array, ["W", "L" or "T", 5 blobs] a list or tuple of kvlab.trace.Request as columns (arrival, input_len, output_len, number of
+    blocks, all block ids) (trusted to worker only).
 """
 from __future__ import annotations
 
@@ -299,6 +300,11 @@ class Worker:
             module, name = tree[1].split(":")
             cls = getattr(importlib.import_module(module), name)
             return cls(**{field: self.decode(value, blobs) for field, value in tree[2]})
+        if tag == "J":
+            return load_npy(self.np, blobs[tree[1]]).tolist()
+        if tag == "W":
+            trace = self.trace(*(load_npy(self.np, blobs[index]) for index in tree[2:]))
+            return trace if tree[1] == "L" else tuple(trace)
         if tag == "R":
             return self.table[tree[1]]
         if tag == "M":
@@ -310,6 +316,17 @@ class Worker:
                 obj = getattr(obj, name)
             return obj
         raise ValueError(f"unknown tag {tag!r}")
+
+    @staticmethod
+    def trace(arrival: Any, input_len: Any, output_len: Any, lengths: Any, blocks: Any) -> list[Any]:
+        """The list of kvlab.trace.Request that wire.encode sent as columns."""
+        from kvlab.trace import Request
+
+        ends = lengths.cumsum().tolist()
+        ids = blocks.tolist()
+        return [Request(a, i, o, tuple(ids[end - n:end]))
+                for a, i, o, n, end in zip(arrival.tolist(), input_len.tolist(), output_len.tolist(),
+                                            lengths.tolist(), ends)]
 
     def encode(self, value: Any, blobs: list[Any], depth: int) -> list[Any]:
         """A value for the trusted side: plain data by value, everything else by reference."""

@@ -1,0 +1,245 @@
+"""What the hidden lecture-7 tests of prefix_cache.py share: hash checks, the prefix-cache walk and
+the shared-prefix prefill scenario.
+
+Every `*_problem` function returns None when the student's code does what the contract says, else
+the message the student sees: what differed, where, and the likely cause. Expected values come
+from the tests' own tables and arithmetic, or from `kvlab.model.forward` without a cache; never
+from student code. The byte layout of a digest is the student's choice, so hash tests check the
+contract's properties (format, chaining, continuation, dtype and process independence), not values.
+"""
+from __future__ import annotations
+
+import functools
+import hashlib
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pytest
+
+from _paged_checks import CFG, describe_error, outcome, params, pool_state_problem
+from kvlab.model import forward
+from kvlab.testing import array_difference
+
+HEX_DIGEST = re.compile(r"[0-9a-f]{64}")
+
+
+def digests_problem(call: str, digests: Any, n_tokens: int, block_size: int) -> str | None:
+    """A block_hashes result: a list of n_tokens // block_size lowercase 64-character hex strings."""
+    if not isinstance(digests, list):
+        return f"{call} returned {type(digests).__name__}; expected a list of hex digest strings"
+    want = n_tokens // block_size
+    if len(digests) != want:
+        if len(digests) == -(-n_tokens // block_size):
+            cause = "the trailing partial block got a digest: only full blocks are hashed"
+        elif len(digests) == n_tokens:
+            cause = "one digest per token: hash whole blocks of block_size tokens"
+        else:
+            cause = "one digest per full block of block_size tokens"
+        return (f"{call} returned {len(digests)} digests for {n_tokens} tokens; expected {n_tokens} // "
+                f"{block_size} = {want}. Likely cause: {cause}")
+    for index, digest in enumerate(digests):
+        if not isinstance(digest, str) or not HEX_DIGEST.fullmatch(digest):
+            return (f"{call}: digest {index} is {digest!r}; expected a lowercase hex SHA-256 digest of 64 "
+                    "characters (hashlib.sha256(...).hexdigest())")
+    return None
+
+
+def checked_hashes(student: Any, tokens: Any, block_size: int, parent: str | None = None) -> list[str]:
+    """The student's block_hashes(tokens, block_size, parent); fail the test unless well-formed."""
+    call = f"block_hashes(<{len(tokens)} tokens>, {block_size}{'' if parent is None else ', parent=...'})"
+    digests, error = outcome(functools.partial(student.prefix_cache.block_hashes, tokens, block_size, parent=parent))
+    if error is not None:
+        pytest.fail(f"{call} raised {describe_error(error)}", pytrace=False)
+    problem = digests_problem(call, digests, len(tokens), block_size)
+    if problem:
+        pytest.fail(problem, pytrace=False)
+    return digests
+
+
+def first_difference(a: Sequence[str], b: Sequence[str]) -> int | None:
+    """Index of the first position where a and b differ (a length difference counts), or None."""
+    for index, (x, y) in enumerate(zip(a, b)):
+        if x != y:
+            return index
+    return None if len(a) == len(b) else min(len(a), len(b))
+
+
+def fake_digest(name: str) -> str:
+    """A 64-character hex string standing for a block hash in the prefix-cache walk."""
+    return hashlib.sha256(f"walk:{name}".encode()).hexdigest()
+
+
+def prefix_walk_problem(
+    student: Any, steps: Sequence[tuple[str, list[str] | None, dict[str, int], int]], n_blocks: int
+) -> str | None:
+    """Walk `steps` on a PrefixCache over a new BlockPool(n_blocks, block_size=2).
+
+    Rows: (operation, the blocks a lookup must return (names) or None, refcount of every named block,
+    len(cache)). Operations: "allocate a b" (the test takes blocks a and b), "register h0 h1 : a b",
+    "lookup h0 h1", "release a b" (the test's decref of its own references), "clear". A block not
+    named in a row must be free; num_free must be n_blocks minus the named blocks in use.
+    """
+    pool = student.paged_kv.BlockPool(CFG, n_blocks, 2)
+    cache = student.prefix_cache.PrefixCache(pool)
+    ids: dict[str, int] = {}
+    done: list[str] = []
+    for number, (op, want_lookup, refs, size) in enumerate(steps, 1):
+        action, *words = op.split()
+        where = f"prefix-cache walk step {number}, `{op}`, after [{'; '.join(done) or 'nothing'}]"
+        if action == "allocate":
+            for name in words:
+                ids[name] = int(pool.allocate())
+        elif action == "register":
+            split = words.index(":")
+            hashes, blocks = [fake_digest(h) for h in words[:split]], [ids[b] for b in words[split + 1:]]
+            _, error = outcome(functools.partial(cache.register, hashes, blocks))
+            if error is not None:
+                return f"{where}: register raised {describe_error(error)}"
+        elif action == "lookup":
+            got, error = outcome(functools.partial(cache.lookup, [fake_digest(h) for h in words]))
+            if error is not None:
+                return f"{where}: lookup raised {describe_error(error)}"
+            problem = lookup_problem(where, got, [ids[name] for name in want_lookup or []], words, ids)
+            if problem:
+                return problem
+        elif action == "release":
+            for name in words:
+                pool.decref(ids[name])
+        elif action == "clear":
+            _, error = outcome(cache.clear)
+            if error is not None:
+                return f"{where}: clear raised {describe_error(error)}"
+        done.append(op)
+        in_use = {ids[name]: rc for name, rc in refs.items() if rc}
+        labels = {ids[name]: name for name in refs}
+        problem = pool_state_problem(pool, where, action, False, in_use, n_blocks - len(in_use), n_blocks, labels)
+        if problem:
+            return problem
+        got_size = len(cache)
+        if got_size != size:
+            cause = {
+                "clear": "clear must drop every entry",
+                "register": "register caches each hash that is not cached yet, one entry per hash",
+            }.get(action, "only register adds entries and only clear removes them")
+            return f"{where}: len(cache) is {got_size!r}; expected {size}. Likely cause: {cause}"
+    return None
+
+
+def lookup_problem(where: str, got: Any, want: list[int], hashes: list[str], ids: dict[str, int]) -> str | None:
+    """A lookup's result against the blocks of the longest leading run of cached hashes."""
+    if not isinstance(got, (list, tuple)) or not all(isinstance(b, (int, np.integer)) for b in got):
+        return f"{where}: lookup returned {got!r}; expected a list of block ids {want}"
+    got = [int(b) for b in got]
+    if got == want:
+        return None
+    if len(got) > len(want):
+        cause = (f"after the first hash that is not cached ({hashes[len(want)]}) nothing counts: lookup returns "
+                 "the longest leading run of cached hashes and stops at the first miss")
+    else:
+        cause = "every leading hash that is cached counts, in the order given, each giving the block registered for it"
+    names = {block: name for name, block in ids.items()}
+    return (f"{where}: lookup returned blocks {got} {[names.get(b, '?') for b in got]}; expected {want} "
+            f"{[names[b] for b in want]}. Likely cause: {cause}")
+
+
+PREFILL_BLOCK = 16
+# Each request is the shared few-shot prefix plus its own tail of a few dozen tokens. 16 and 11 make
+# some requests block-aligned (80 + 16 = 96 and 341 + 11 = 352 tokens): a full last block.
+TAILS = (37, 24, 45, 16, 50, 29, 11, 41)
+
+
+def shared_prefix_prompts(prefix_len: int) -> list[np.ndarray]:
+    """The lecture's 8 requests sharing a `prefix_len`-token prefix (vLLM paper, figure 16: 80 or 341).
+
+    Tail i starts with token i+1, so no two requests share anything beyond the prefix.
+    """
+    rng = np.random.default_rng(prefix_len)
+    prefix = rng.integers(0, CFG.vocab, size=prefix_len, dtype=np.int64)
+    prompts = []
+    for index, length in enumerate(TAILS):
+        tail = rng.integers(0, CFG.vocab, size=length, dtype=np.int64)
+        tail[0] = index + 1
+        prompts.append(np.concatenate([prefix, tail]))
+    return prompts
+
+
+@dataclass(frozen=True)
+class Prefilled:
+    """One prefill call: what it returned and how many token positions went through the model."""
+
+    tokens: np.ndarray
+    seq: Any
+    logits: Any
+    computed: Any
+    positions: int
+
+
+def prefill_counted(student: Any, cache: Any, tokens: np.ndarray, what: str, hint: str = "") -> Prefilled:
+    """Run the student's prefill under kvlab.counter; fail the test with a message (and `hint`) if it raises."""
+    result, error = outcome(functools.partial(
+        student.call, "kvlab.counter:run_counted", student.prefix_cache.prefill, params(), CFG, cache, tokens))
+    if error is not None:
+        pytest.fail(f"prefill of {what} ({len(tokens)} tokens) raised {describe_error(error)}. {hint}", pytrace=False)
+    returned, counts = result
+    if not isinstance(returned, (tuple, list)) or len(returned) != 3:
+        pytest.fail(f"prefill of {what} returned {type(returned).__name__}; expected (seq, logits, n_computed)",
+                    pytrace=False)
+    seq, logits, computed = returned
+    return Prefilled(tokens, seq, logits, computed, counts["positions"])
+
+
+def run_shared_prefix(student: Any, prefix_len: int, n_blocks: int) -> tuple[Any, Any, list[Prefilled]]:
+    """Prefill the 8 shared-prefix requests in order into one PrefixCache; (pool, cache, results)."""
+    pool = student.paged_kv.BlockPool(CFG, n_blocks, PREFILL_BLOCK)
+    cache = student.prefix_cache.PrefixCache(pool)
+    results = [prefill_counted(student, cache, tokens, f"request {index} (prefix {prefix_len} + tail {len(tokens) - prefix_len})")
+               for index, tokens in enumerate(shared_prefix_prompts(prefix_len))]
+    return pool, cache, results
+
+
+def computed_problem(what: str, result: Prefilled, expected: int, shared_blocks: int) -> str | None:
+    """The count prefill returned and the positions that went through the model, against `expected`."""
+    n = len(result.tokens)
+    if result.computed != expected:
+        if result.computed == n and shared_blocks:
+            cause = (f"nothing was reused, though its first {shared_blocks} blocks were computed by an earlier "
+                     "request: look up the prompt's block hashes in the prefix cache, share the leading cached "
+                     "blocks, and register every full block after computing so later requests find them")
+        elif result.computed == 0:
+            cause = "at least one token is always computed, so that the last position has logits"
+        elif result.computed != result.positions:
+            cause = "the count must be the number of tokens that went through the model (len(tokens) - shared tokens)"
+        else:
+            cause = ("only the leading full blocks whose chained hashes are cached are shared; every token after "
+                     "them is computed")
+        return (f"prefill of {what} ({n} tokens, block size {PREFILL_BLOCK}) returned {result.computed!r} tokens "
+                f"computed; expected {expected} ({shared_blocks} cached blocks shared). Likely cause: {cause}")
+    if result.positions != expected:
+        return (f"prefill of {what} says it computed {expected} tokens, but {result.positions} token positions went "
+                "through the model: run only the uncached tokens, once, with paged_step")
+    return None
+
+
+@functools.lru_cache(maxsize=64)
+def _dense_last_logits(tokens: bytes) -> np.ndarray:
+    return forward(params(), CFG, np.frombuffer(tokens, dtype=np.int64)[None], last_only=True)[0, -1]
+
+
+def dense_last_logits(tokens: np.ndarray) -> np.ndarray:
+    """forward on the whole prompt without a cache, logits of its last position [V]; cached, as the
+    same prompts come back in several tests."""
+    return _dense_last_logits(np.asarray(tokens, dtype=np.int64).tobytes())
+
+
+def logits_problem(what: str, result: Prefilled) -> str | None:
+    """prefill's logits against forward on the whole prompt, without a cache."""
+    expected = dense_last_logits(result.tokens)
+    problem = array_difference(f"the logits prefill returned for {what}", result.logits, expected)
+    if problem is None:
+        return None
+    return (f"{problem}. Likely cause: the shared blocks must be the cached blocks themselves (same KV), seq.length "
+            "must equal the shared tokens before paged_step runs the rest, and the logits are those of the last "
+            "position, [V]")

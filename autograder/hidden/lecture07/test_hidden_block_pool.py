@@ -1,0 +1,86 @@
+"""Hidden tests of BlockPool (task block_pool): a scripted walk with every refcount and num_free
+after each step, the errors for unknown blocks, the arrays, and a state machine."""
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis.stateful import run_state_machine_as_test
+
+from _paged_checks import CFG, MACHINE_SETTINGS, pool_machine, pool_walk_problem, raise_problem
+
+WALK_BLOCKS = 4
+
+# (operation, refcount of every named block afterwards, num_free afterwards), walked in order.
+# A name is bound to whatever block allocate returns; blocks not named in a row must be free.
+POOL_WALK: tuple[tuple[str, dict[str, int], int], ...] = (
+    ("allocate a", {"a": 1}, 3),
+    ("allocate b", {"a": 1, "b": 1}, 2),
+    ("incref a", {"a": 2, "b": 1}, 2),
+    ("incref a", {"a": 3, "b": 1}, 2),
+    ("decref a", {"a": 2, "b": 1}, 2),
+    ("allocate c", {"a": 2, "b": 1, "c": 1}, 1),
+    ("allocate d", {"a": 2, "b": 1, "c": 1, "d": 1}, 0),
+    ("allocate -> OutOfBlocks", {"a": 2, "b": 1, "c": 1, "d": 1}, 0),
+    ("decref b", {"a": 2, "b": 0, "c": 1, "d": 1}, 1),
+    ("decref b -> ValueError", {"a": 2, "b": 0, "c": 1, "d": 1}, 1),
+    ("incref b -> ValueError", {"a": 2, "b": 0, "c": 1, "d": 1}, 1),
+    # b's block is the only free one, so allocate must hand it out again.
+    ("allocate e", {"a": 2, "c": 1, "d": 1, "e": 1}, 0),
+    ("decref a", {"a": 1, "c": 1, "d": 1, "e": 1}, 0),
+    ("decref a", {"a": 0, "c": 1, "d": 1, "e": 1}, 1),
+    ("decref c", {"a": 0, "c": 0, "d": 1, "e": 1}, 2),
+    ("decref d", {"a": 0, "c": 0, "d": 0, "e": 1}, 3),
+    ("decref e", {"a": 0, "c": 0, "d": 0, "e": 0}, 4),
+    ("decref a -> ValueError", {"a": 0, "c": 0, "d": 0, "e": 0}, 4),
+    ("allocate f", {"f": 1}, 3),
+)
+
+
+@pytest.mark.task("block_pool", points=4)
+def test_pool_walk(student: Any) -> None:
+    problem = pool_walk_problem(student, POOL_WALK, WALK_BLOCKS, block_size=2)
+    assert problem is None, problem
+
+
+@pytest.mark.task("block_pool", points=1)
+@pytest.mark.parametrize("method", ["incref", "decref", "refcount"])
+def test_unknown_block_raises_value_error(student: Any, method: str) -> None:
+    pool = student.paged_kv.BlockPool(CFG, WALK_BLOCKS, 2)
+    pool.allocate()
+    for block in (-1, WALK_BLOCKS, WALK_BLOCKS + 7):
+        problem = raise_problem(
+            f"{method}({block}) on BlockPool(n_blocks={WALK_BLOCKS})", functools.partial(getattr(pool, method), block),
+            ValueError, f"block ids are 0 .. {WALK_BLOCKS - 1}: any other id is unknown and must raise ValueError "
+                        "(a negative id must not index from the end of a list)",
+        )
+        assert problem is None, problem
+
+
+@pytest.mark.task("block_pool", points=1)
+@pytest.mark.parametrize("dtype", [None, np.float32])
+def test_pool_arrays(student: Any, dtype: Any) -> None:
+    n_blocks, block_size = 3, 5
+    args = () if dtype is None else (dtype,)
+    pool = student.paged_kv.BlockPool(CFG, n_blocks, block_size, *args)
+    want_dtype = np.dtype(np.float64 if dtype is None else dtype)
+    shape = (n_blocks, CFG.n_layers, block_size, CFG.n_kv_heads, CFG.d_head)
+    call = f"BlockPool(TINY, n_blocks={n_blocks}, block_size={block_size}{'' if dtype is None else ', float32'})"
+    for name in ("k", "v"):
+        array = getattr(pool, name)
+        assert isinstance(array, np.ndarray) and array.shape == shape, (
+            f"{call}.{name} should be an array [n_blocks, L, block_size, Hkv, d] = {shape}; got "
+            f"{getattr(array, 'shape', type(array).__name__)}"
+        )
+        assert array.dtype == want_dtype, f"{call}.{name} has dtype {array.dtype}; expected {want_dtype}"
+    assert (pool.n_blocks, pool.block_size) == (n_blocks, block_size), (
+        f"{call} has n_blocks={pool.n_blocks!r}, block_size={pool.block_size!r}; expected {n_blocks}, {block_size}"
+    )
+    assert pool.num_free == n_blocks, f"a new {call} has num_free {pool.num_free!r}; expected {n_blocks}: every block starts free"
+
+
+@pytest.mark.task("block_pool", points=4)
+def test_pool_state_machine(student: Any) -> None:
+    run_state_machine_as_test(pool_machine(student, with_sequences=False), settings=MACHINE_SETTINGS)

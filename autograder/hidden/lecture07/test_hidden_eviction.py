@@ -1,0 +1,128 @@
+"""Hidden tests of LRUCache, LFUCache and make_cache (task eviction): scripted sequences with the
+contents after every call (scripts in _eviction_checks), capacity 1 and unlimited, `in` not being a
+use, make_cache's policies and errors, random calls against a trusted reference, and a guard
+against eviction whose cost grows with the capacity."""
+from __future__ import annotations
+
+import functools
+import time
+from typing import Any
+
+import pytest
+
+from _eviction_checks import (
+    CLASSES, GUARD_CAPACITY, GUARD_SECONDS, LFU_SCRIPT, LRU_SCRIPT, TINY_SCRIPT, Script, full_trace,
+    replay_problem, script_problem, time_limit,
+)
+from _paged_checks import describe_error, outcome, raise_problem
+
+
+@pytest.mark.task("eviction", points=2)
+@pytest.mark.parametrize(("policy", "script"), [("lru", LRU_SCRIPT), ("lfu", LFU_SCRIPT)], ids=["lru", "lfu"])
+def test_scripted_eviction_order(student: Any, policy: str, script: Script) -> None:
+    problem = script_problem(student, policy, 3, script)
+    assert problem is None, problem
+
+
+@pytest.mark.task("eviction", points=1)
+@pytest.mark.parametrize("policy", ["lru", "lfu"])
+def test_capacity_one(student: Any, policy: str) -> None:
+    problem = script_problem(student, policy, 1, TINY_SCRIPT)
+    assert problem is None, problem
+
+
+@pytest.mark.task("eviction", points=1)
+def test_capacity_none_is_unlimited(student: Any) -> None:
+    n = 3000
+    for name in CLASSES.values():
+        cache = getattr(student.prefix_cache, name)(None)
+        cache.insert(list(range(n)))
+        matched = cache.match(list(range(n)))
+        assert (len(cache), matched) == (n, n), (
+            f"{name}(capacity=None) after insert of {n} blocks has len {len(cache)} and matches {matched} of them; "
+            f"expected {n} and {n}: capacity None means unlimited, nothing is ever evicted"
+        )
+
+
+@pytest.mark.task("eviction", points=1)
+def test_membership_is_not_a_use(student: Any) -> None:
+    for name in CLASSES.values():
+        cache = getattr(student.prefix_cache, name)(2)
+        cache.insert([1, 2])
+        asked = [block in cache for block in (1, 1, 1)]
+        cache.insert([3])
+        held = [block for block in (3, 2, 1) if block in cache]
+        assert asked == [True] * 3 and sorted(held) == [2, 3], (
+            f"{name}(2) after insert([1, 2]), three times `1 in cache` (answered {asked}), then insert([3]) holds "
+            f"{sorted(held)}; expected [2, 3]. `in` only asks: it must not count as a use, so 1, inserted before 2, "
+            "is the least recently used block (for LFU, 1 and 2 tie at one use and the tie goes to the least "
+            "recently used)"
+        )
+
+
+@pytest.mark.task("eviction", points=1)
+def test_make_cache_gives_the_policy(student: Any) -> None:
+    # 2 is used last but 1 is used most: LRU evicts 1, LFU evicts 2.
+    for policy, want in (("lru", [2, 3]), ("lfu", [1, 3])):
+        cache = student.prefix_cache.make_cache(2, policy)
+        cache.insert([1, 2])
+        for blocks in ([1], [1], [2]):
+            cache.match(blocks)
+        cache.insert([3])
+        held = [block for block in (1, 2, 3) if block in cache]
+        assert held == want, (
+            f"make_cache(2, {policy!r}) after insert([1, 2]), match([1]), match([1]), match([2]), insert([3]) holds "
+            f"{held}; expected {want} as {CLASSES[policy]} would: make_cache must return an empty "
+            f"{CLASSES[policy]}(capacity)"
+        )
+
+
+@pytest.mark.task("eviction", points=1)
+def test_bad_policy_or_capacity_raises(student: Any) -> None:
+    module = student.prefix_cache
+    cases = {
+        "make_cache(3, 'fifo')": functools.partial(module.make_cache, 3, "fifo"),
+        "make_cache(3, '')": functools.partial(module.make_cache, 3, ""),
+        "make_cache(0, 'lru')": functools.partial(module.make_cache, 0, "lru"),
+        "make_cache(0, 'lfu')": functools.partial(module.make_cache, 0, "lfu"),
+        "LRUCache(0)": functools.partial(module.LRUCache, 0),
+        "LFUCache(0)": functools.partial(module.LFUCache, 0),
+        "LRUCache(-2)": functools.partial(module.LRUCache, -2),
+    }
+    for call, run in cases.items():
+        problem = raise_problem(call, run, ValueError,
+                                "the policy must be 'lru' or 'lfu' and the capacity an int >= 1 or None")
+        assert problem is None, problem
+
+
+@pytest.mark.task("eviction", points=1)
+@pytest.mark.parametrize("policy", ["lru", "lfu"])
+def test_random_calls_match_reference(student: Any, policy: str) -> None:
+    for capacity in (2, 4):
+        problem = replay_problem(student, policy, capacity, seed=11 + capacity, n_ops=150, universe=10)
+        assert problem is None, problem
+
+
+@pytest.fixture(scope="module")
+def trace_blocks() -> list[int]:
+    """Every block id of make_trace() in trace order (407,156 ids, 190,838 distinct)."""
+    return [block for request in full_trace() for block in request.blocks]
+
+
+# func_only: the limit covers the test body, not building the trace. The signal method fails only
+# this test (the thread method would end the whole session and lose every other result).
+@pytest.mark.task("eviction", points=1)
+@pytest.mark.timeout(GUARD_SECONDS, method="signal", func_only=True)
+@pytest.mark.parametrize("policy", ["lru", "lfu"])
+def test_cost_does_not_grow_with_capacity(student: Any, policy: str, trace_blocks: list[int]) -> None:
+    cache = getattr(student.prefix_cache, CLASSES[policy])(GUARD_CAPACITY)
+    call = (f"{CLASSES[policy]}({GUARD_CAPACITY:,}).insert(every block of make_trace(), {len(trace_blocks):,} ids, "
+            f"{len(set(trace_blocks)) - GUARD_CAPACITY:,} evictions)")
+    start = time.perf_counter()
+    with time_limit(call):
+        _, error = outcome(functools.partial(cache.insert, trace_blocks))
+    assert error is None, f"{call} raised {describe_error(error)}"
+    elapsed = time.perf_counter() - start
+    assert len(cache) == GUARD_CAPACITY, (
+        f"after {call} (in {elapsed:.1f} s) len(cache) is {len(cache)}; expected {GUARD_CAPACITY}"
+    )

@@ -1,0 +1,57 @@
+"""Hidden tests of PrefixCache (task prefix_cache): a scripted walk of register / lookup / clear
+with every refcount and len(cache) after each step, and the cache's `pool`."""
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from _paged_checks import CFG
+from _prefix_checks import prefix_walk_problem
+
+WALK_BLOCKS = 6
+HELD = {"a": 1, "b": 1, "c": 1, "d": 1}
+
+# (operation, the blocks a lookup must return, refcount of every named block, len(cache)), in order.
+# h0 .. h3 stand for block hashes; the test holds one reference to each block it allocates.
+PREFIX_WALK: tuple[tuple[str, list[str] | None, dict[str, int], int], ...] = (
+    ("allocate a b c d", None, HELD, 0),
+    ("register h0 h1 : a b", None, {**HELD, "a": 2, "b": 2}, 2),
+    ("lookup h0 h1 h2", ["a", "b"], {**HELD, "a": 2, "b": 2}, 2),
+    ("lookup h1 h0", ["b", "a"], {**HELD, "a": 2, "b": 2}, 2),
+    ("lookup h2 h0 h1", [], {**HELD, "a": 2, "b": 2}, 2),  # the first hash misses: nothing counts
+    ("lookup h0 h2 h1", ["a"], {**HELD, "a": 2, "b": 2}, 2),
+    ("lookup", [], {**HELD, "a": 2, "b": 2}, 2),
+    # h0 is cached already (block a): it is skipped, so c gains one reference, for h2 only.
+    ("register h0 h2 : c c", None, {**HELD, "a": 2, "b": 2, "c": 2}, 3),
+    ("lookup h0 h2 h1", ["a", "c", "b"], {**HELD, "a": 2, "b": 2, "c": 2}, 3),
+    ("register h3 h1 : d d", None, {"a": 2, "b": 2, "c": 2, "d": 2}, 4),
+    # The test lets go of its own references: the cache's keep every block in use.
+    ("release a b c d", None, HELD, 4),
+    ("lookup h3 h1", ["d", "b"], HELD, 4),
+    ("clear", None, {"a": 0, "b": 0, "c": 0, "d": 0}, 0),
+    ("lookup h0 h1", [], {}, 0),
+    ("allocate e", None, {"e": 1}, 0),
+    ("register h1 : e", None, {"e": 2}, 1),  # after clear a hash can be cached again
+    ("lookup h1", ["e"], {"e": 2}, 1),
+    ("release e", None, {"e": 1}, 1),
+    ("clear", None, {"e": 0}, 0),
+)
+
+
+@pytest.mark.task("prefix_cache", points=7)
+def test_prefix_cache_walk(student: Any) -> None:
+    problem = prefix_walk_problem(student, PREFIX_WALK, WALK_BLOCKS)
+    assert problem is None, problem
+
+
+@pytest.mark.task("prefix_cache", points=1)
+def test_cache_pool_is_the_pool_given(student: Any) -> None:
+    pool = student.paged_kv.BlockPool(CFG, 3, 2)
+    cache = student.prefix_cache.PrefixCache(pool)
+    block = cache.pool.allocate()
+    assert (pool.num_free, pool.refcount(block)) == (2, 1), (
+        f"after cache.pool.allocate() returned block {block}, the pool given to PrefixCache has num_free "
+        f"{pool.num_free} and refcount({block}) {pool.refcount(block)}; expected 2 and 1: prefix_cache.pool must "
+        "be the pool passed to PrefixCache(pool), not a new one"
+    )
