@@ -302,6 +302,11 @@ def run_hit_ratio(
     return outcome(functools.partial(student.prefix_cache.hit_ratio, list(trace), capacity, policy, block_size))
 
 
+SLOW_CAUSE = ("Likely cause: evicting costs O(capacity), e.g. min() over every cached block's timestamp or count: "
+              "match and insert must cost O(len(blocks)) whatever the capacity. Keep the blocks in recency order "
+              "(OrderedDict) and, for LFU, one recency-ordered group per use count")
+
+
 @contextmanager
 def time_limit(call: str) -> Iterator[None]:
     """Turn pytest-timeout's failure inside the block into a message naming the call and the cause."""
@@ -309,10 +314,13 @@ def time_limit(call: str) -> Iterator[None]:
         yield
     except pytest.fail.Exception:
         pytest.fail(f"{call} did not finish within {GUARD_SECONDS} s (the reference solution takes about 0.2 s). "
-                    "Likely cause: evicting costs O(capacity), e.g. min() over every cached block's timestamp or "
-                    "count: match and insert must cost O(len(blocks)) whatever the capacity. Keep the blocks in "
-                    "recency order (OrderedDict) and, for LFU, one recency-ordered group per use count",
-                    pytrace=False)
+                    + SLOW_CAUSE, pytrace=False)
+
+
+def error_problem(call: str, error: BaseException) -> str:
+    """What a call raised; a grader's per-call timeout (sandboxed grading) gets the likely cause too."""
+    slow = type(error).__name__ == "WorkerTimeout"
+    return f"{call} raised {describe_error(error)}" + (f". {SLOW_CAUSE}" if slow else "")
 
 
 def hit_ratio_problem(
@@ -321,7 +329,7 @@ def hit_ratio_problem(
 ) -> str | None:
     """The student's hit_ratio against the reference replay, exactly (==): the same integers, one division."""
     if error is not None:
-        return f"{call} raised {describe_error(error)}"
+        return error_problem(call, error)
     hit, total = reference_hits(trace, capacity, policy, block_size)
     if got == hit / total:
         return None

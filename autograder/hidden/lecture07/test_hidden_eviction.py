@@ -12,9 +12,9 @@ import pytest
 
 from _eviction_checks import (
     CLASSES, GUARD_CAPACITY, GUARD_SECONDS, LFU_SCRIPT, LRU_SCRIPT, TINY_SCRIPT, Script, full_trace,
-    replay_problem, script_problem, time_limit,
+    error_problem, replay_problem, script_problem, time_limit,
 )
-from _paged_checks import describe_error, outcome, raise_problem
+from _paged_checks import outcome, raise_problem
 
 
 @pytest.mark.task("eviction", points=2)
@@ -121,7 +121,7 @@ def test_cost_does_not_grow_with_capacity(student: Any, policy: str, trace_block
     start = time.perf_counter()
     with time_limit(call):
         _, error = outcome(functools.partial(cache.insert, trace_blocks))
-    assert error is None, f"{call} raised {describe_error(error)}"
+    assert error is None, error_problem(call, error)
     elapsed = time.perf_counter() - start
     assert len(cache) == GUARD_CAPACITY, (
         f"after {call} (in {elapsed:.1f} s) len(cache) is {len(cache)}; expected {GUARD_CAPACITY}"
