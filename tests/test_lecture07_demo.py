@@ -123,8 +123,7 @@ def stubbed(name: str, definitions: set[str] | None) -> str:
 @pytest.mark.parametrize("definitions, expected, plotted", [
     (None, ["block_hashes is not implemented yet (task block_hashes): table (1) skipped",
             "BlockPool is not implemented yet (task block_pool): row '80 tokens' skipped",
-            "hit_ratio is not implemented yet (task hit_ratio): the LRU rows skipped",
-            "make_cache is not implemented yet (task eviction): the LRU rows skipped"], False),
+            "hit_ratio is not implemented yet (task hit_ratio): the LRU rows skipped"], False),
     ({"LFUCache"}, ["LFUCache is not implemented yet (task eviction): the LFU rows skipped"], True),
     ({"PagedSequence"}, ["PagedSequence is not implemented yet (task paged_sequence): row '341 tokens' skipped"],
      True),

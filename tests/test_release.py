@@ -15,7 +15,7 @@ from typing import NamedTuple
 
 import pytest
 
-from test_starter import ASSIGNMENT_IDS, assert_all_not_implemented, junit_outcomes
+from suite_support import ASSIGNMENT_IDS, assert_all_not_implemented, listing, read_junit
 from tools import release
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -145,19 +145,18 @@ def test_bundle_make_test_in_a_fresh_venv(assignment_id: str, tmp_path: Path) ->
     run = _make(folder, "test", junit=starter_report)
     assert (folder / ".venv" / ".installed").is_file(), f"make test did not install .venv:\n{run.stdout}{run.stderr}"
     assert run.returncode != 0, f"make test should fail on the starter:\n{run.stdout[-3000:]}"
-    assert_all_not_implemented(starter_report, run.stdout)
+    assert_all_not_implemented(read_junit(starter_report), run.stdout)
 
     task = _assignment(assignment_id)["tasks"][0]["name"]
     task_report = tmp_path / "task.xml"
     run = _make(folder, "test", f"TASK={task}", junit=task_report)
-    tasks_run = {task_run for task_run, _ in junit_outcomes(task_report).values()}
-    assert tasks_run and all(task_run.startswith(f"('{task}',") for task_run in tasks_run), (
-        f"make test TASK={task} ran tests of {sorted(tasks_run)}:\n{run.stdout[-3000:]}")
+    tasks_run = {outcome.task for outcome in read_junit(task_report)}
+    assert tasks_run == {task}, f"make test TASK={task} ran tests of {sorted(tasks_run)}:\n{run.stdout[-3000:]}"
 
     for solution in (ROOT / "solutions" / assignment_id).glob("*.py"):
         shutil.copy(solution, folder / solution.name)
     solution_report = tmp_path / "solution.xml"
     run = _make(folder, "test", junit=solution_report)
-    not_passed = {name: outcome for name, (_, outcome) in junit_outcomes(solution_report).items() if outcome != "passed"}
+    not_passed = [outcome for outcome in read_junit(solution_report) if not outcome.passed]
     assert run.returncode == 0 and not not_passed, (
-        f"make test should pass with the solution (exit {run.returncode}): {not_passed}\n{run.stdout[-3000:]}")
+        f"make test should pass with the solution (exit {run.returncode}):\n{listing(not_passed)}\n{run.stdout[-3000:]}")

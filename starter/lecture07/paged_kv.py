@@ -1,0 +1,103 @@
+"""Lecture 7, part 1: a paged KV store.
+
+A `BlockPool` owns the KV memory of all requests as fixed-size blocks with reference counts; a
+`PagedSequence` is one request's list of blocks. Sharing a block between requests is an incref, not
+a copy. Implement, in this order (task block_pool, then paged_sequence):
+
+1. `BlockPool`: allocate / incref / decref / refcount / num_free.
+2. `PagedSequence`: reserve / slots / free.
+
+`kvlab.paged.paged_step` uses both to run the model (read it: it shows what `slots` must return).
+Shapes: L layers, Hkv key/value heads, d head size.
+"""
+from __future__ import annotations
+
+from collections import deque
+from typing import Any
+
+import numpy as np
+
+from kvlab.model import Config
+
+
+class OutOfBlocks(RuntimeError):
+    """Raised by `BlockPool.allocate` when no block is free."""
+
+
+def check_block_id(block: Any, n_blocks: int) -> None:
+    """Given: ValueError unless `block` is an integer id in 0 .. n_blocks-1."""
+    if isinstance(block, bool) or not isinstance(block, (int, np.integer)) or not 0 <= block < n_blocks:
+        raise ValueError(f"unknown block {block!r}: ids are 0 .. {n_blocks - 1}")
+
+
+class BlockPool:
+    """`n_blocks` blocks of `block_size` token slots each, for every layer.
+
+    `k`, `v`: [n_blocks, L, block_size, Hkv, d] arrays of `dtype`. A block is free (refcount 0) or
+    in use (refcount >= 1). `allocate()` hands out any free block with refcount 1; `decref` to 0
+    frees it again. `incref`/`decref` raise ValueError for an unknown or free block; `refcount`
+    raises ValueError for an unknown block and is 0 for a free one.
+    """
+
+    def __init__(self, cfg: Config, n_blocks: int, block_size: int, dtype: Any = np.float64) -> None:
+        # YOUR CODE HERE
+        raise NotImplementedError("BlockPool.__init__ (task block_pool)")
+
+    def allocate(self) -> int:
+        """A free block, now with refcount 1. OutOfBlocks when none is free."""
+        # YOUR CODE HERE
+        raise NotImplementedError("BlockPool.allocate (task block_pool)")
+
+    def incref(self, block: int) -> None:
+        """One more user of an in-use block."""
+        # YOUR CODE HERE
+        raise NotImplementedError("BlockPool.incref (task block_pool)")
+
+    def decref(self, block: int) -> None:
+        """One user fewer; at refcount 0 the block is free again."""
+        # YOUR CODE HERE
+        raise NotImplementedError("BlockPool.decref (task block_pool)")
+
+    def refcount(self, block: int) -> int:
+        """Users of `block`: 0 when free."""
+        # YOUR CODE HERE
+        raise NotImplementedError("BlockPool.refcount (task block_pool)")
+
+    @property
+    def num_free(self) -> int:
+        """How many blocks are free."""
+        # YOUR CODE HERE
+        raise NotImplementedError("BlockPool.num_free (task block_pool)")
+
+
+class PagedSequence:
+    """One request's KV: `blocks` (block ids in position order) in `pool`, `length` tokens stored.
+
+    Position p lives in block `blocks[p // block_size]` at offset `p % block_size`.
+    """
+
+    def __init__(self, pool: BlockPool) -> None:
+        # YOUR CODE HERE
+        raise NotImplementedError("PagedSequence.__init__ (task paged_sequence)")
+
+    def reserve(self, n: int) -> None:
+        """Allocate blocks until len(blocks) * block_size >= length + n.
+
+        All or nothing: if the pool runs out, release the blocks this call allocated and re-raise
+        OutOfBlocks, leaving the sequence as it was.
+        """
+        # YOUR CODE HERE
+        raise NotImplementedError("PagedSequence.reserve (task paged_sequence)")
+
+    def slots(self, start: int, n: int) -> tuple[np.ndarray, np.ndarray]:
+        """(block ids, offsets within the block) of positions start .. start+n-1: two int arrays [n].
+
+        ValueError for a position beyond the reserved blocks.
+        """
+        # YOUR CODE HERE
+        raise NotImplementedError("PagedSequence.slots (task paged_sequence)")
+
+    def free(self) -> None:
+        """Decref every block (the newest first), then blocks = [] and length = 0."""
+        # YOUR CODE HERE
+        raise NotImplementedError("PagedSequence.free (task paged_sequence)")

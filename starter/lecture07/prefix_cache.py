@@ -1,0 +1,178 @@
+"""Lecture 7, part 2: prefix caching.
+
+A serving system recognises a prefix it has computed before by hashing token blocks in a chain
+(digest i covers blocks 0 .. i, so equal digests mean equal prefixes), shares the cached blocks
+without copying them, and decides what to keep when memory runs out. Implement, in this order:
+
+1. `block_hashes` (task block_hashes): chained SHA-256 digests of full blocks.
+2. `PrefixCache` (task prefix_cache): hash -> physical block, holding one reference per block.
+3. `prefill` (task prefill): reuse the cached prefix, compute the rest with `kvlab.paged.paged_step`.
+4. `LRUCache`, `LFUCache`, `make_cache` (task eviction): which blocks to keep, by id, at a capacity.
+5. `hit_ratio` (task hit_ratio): replay a request trace (`kvlab.trace`) through a cache.
+"""
+from __future__ import annotations
+
+import hashlib
+from collections import OrderedDict
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import numpy as np
+
+from kvlab.model import Config
+from kvlab.paged import paged_step
+from kvlab.trace import BLOCK, Request
+from paged_kv import BlockPool, PagedSequence
+
+
+def block_hashes(tokens: Any, block_size: int, parent: str | None = None) -> list[str]:
+    """One lowercase hex SHA-256 digest (64 characters) per full block of `tokens` (1-D integers).
+
+    Digest i covers `parent` and every token of blocks 0 .. i, so it names the whole prefix. A
+    trailing partial block gets no digest. The digests depend only on the integer values (a list,
+    tuple or ndarray of any integer dtype gives the same digests) and are the same in every
+    process (so no Python `hash()`, whose seed changes per process). Continuing a chain:
+    block_hashes(a + b, n) == block_hashes(a, n) + block_hashes(b, n, parent=block_hashes(a, n)[-1])
+    when len(a) is a non-zero multiple of n.
+    """
+    # YOUR CODE HERE
+    raise NotImplementedError("block_hashes (task block_hashes)")
+
+
+class PrefixCache:
+    """Maps a block's chained hash to the physical block in `pool` that holds its KV.
+
+    The cache holds one reference to each block it caches, so a cached block outlives the
+    requests that computed it until `clear()`.
+    """
+
+    def __init__(self, pool: BlockPool) -> None:
+        # YOUR CODE HERE
+        raise NotImplementedError("PrefixCache.__init__ (task prefix_cache)")
+
+    def lookup(self, hashes: Sequence[str]) -> list[int]:
+        """The blocks of the longest leading run of `hashes` that is cached. Refcounts unchanged."""
+        # YOUR CODE HERE
+        raise NotImplementedError("PrefixCache.lookup (task prefix_cache)")
+
+    def register(self, hashes: Sequence[str], blocks: Sequence[int]) -> None:
+        """Cache each (hash, block) pair whose hash is not cached yet, and incref its block."""
+        # YOUR CODE HERE
+        raise NotImplementedError("PrefixCache.register (task prefix_cache)")
+
+    def clear(self) -> None:
+        """Drop every entry and decref its block."""
+        # YOUR CODE HERE
+        raise NotImplementedError("PrefixCache.clear (task prefix_cache)")
+
+    def __len__(self) -> int:
+        """Number of cached blocks."""
+        # YOUR CODE HERE
+        raise NotImplementedError("PrefixCache.__len__ (task prefix_cache)")
+
+
+def prefill(
+    params: dict[str, np.ndarray], cfg: Config, prefix_cache: PrefixCache, tokens: Any
+) -> tuple[PagedSequence, np.ndarray, int]:
+    """Prefill a prompt (tokens 1-D), sharing its cached prefix.
+
+    Returns (seq, logits of the last position [V], number of tokens computed). The new
+    PagedSequence starts with the leading cached full blocks (incref'd, never copied); the rest
+    goes through `paged_step`. At least one token is computed: when every token would be a hit,
+    the last cached block is not used and its tokens are recomputed. Afterwards every full block
+    of the request is registered in `prefix_cache`, and seq.length == len(tokens). The logits equal
+    `kvlab.model.forward` on the whole prompt.
+    """
+    # YOUR CODE HERE
+    raise NotImplementedError("prefill (task prefill)")
+
+
+def _check_capacity(capacity: int | None) -> None:
+    """Given: ValueError unless capacity is None (unlimited) or an int >= 1."""
+    if capacity is not None and (isinstance(capacity, bool) or not isinstance(capacity, int) or capacity < 1):
+        raise ValueError(f"capacity must be an int >= 1 or None; got {capacity!r}")
+
+
+class LRUCache:
+    """Block ids kept by least-recent use, at most `capacity` of them (None: unlimited).
+
+    `match(blocks)`: the number of leading blocks present; each of those counts as used now.
+    `insert(blocks)`: in order, a present block counts as used now; a missing one is added (first
+    evicting the least recently used block when the cache is full) and counts as used now.
+    Both cost O(len(blocks)) amortized, whatever the capacity.
+    """
+
+    def __init__(self, capacity: int | None) -> None:
+        # YOUR CODE HERE
+        raise NotImplementedError("LRUCache.__init__ (task eviction)")
+
+    def match(self, blocks: Iterable[int]) -> int:
+        # YOUR CODE HERE
+        raise NotImplementedError("LRUCache.match (task eviction)")
+
+    def insert(self, blocks: Iterable[int]) -> None:
+        # YOUR CODE HERE
+        raise NotImplementedError("LRUCache.insert (task eviction)")
+
+    def __len__(self) -> int:
+        # YOUR CODE HERE
+        raise NotImplementedError("LRUCache.__len__ (task eviction)")
+
+    def __contains__(self, block: object) -> bool:
+        # YOUR CODE HERE
+        raise NotImplementedError("LRUCache.__contains__ (task eviction)")
+
+
+class LFUCache:
+    """Block ids kept by use count, at most `capacity` of them (None: unlimited).
+
+    The same interface and notion of "use" as `LRUCache`. Evicts the block with the fewest uses,
+    ties going to the least recently used; an evicted block's count is forgotten (it starts again
+    at 1 if it comes back). Both operations cost O(len(blocks)) amortized, whatever the capacity.
+    """
+
+    def __init__(self, capacity: int | None) -> None:
+        # YOUR CODE HERE
+        raise NotImplementedError("LFUCache.__init__ (task eviction)")
+
+    def _use(self, block: int) -> None:
+        """Count one more use of a cached block: move it to the next count's bucket, newest last."""
+        # YOUR CODE HERE
+        raise NotImplementedError("LFUCache._use (task eviction)")
+
+    def _add(self, block: int) -> None:
+        """Cache a missing block with one use, first evicting the victim when the cache is full."""
+        # YOUR CODE HERE
+        raise NotImplementedError("LFUCache._add (task eviction)")
+
+    def match(self, blocks: Iterable[int]) -> int:
+        # YOUR CODE HERE
+        raise NotImplementedError("LFUCache.match (task eviction)")
+
+    def insert(self, blocks: Iterable[int]) -> None:
+        # YOUR CODE HERE
+        raise NotImplementedError("LFUCache.insert (task eviction)")
+
+    def __len__(self) -> int:
+        # YOUR CODE HERE
+        raise NotImplementedError("LFUCache.__len__ (task eviction)")
+
+    def __contains__(self, block: object) -> bool:
+        # YOUR CODE HERE
+        raise NotImplementedError("LFUCache.__contains__ (task eviction)")
+
+
+def make_cache(capacity: int | None, policy: str) -> LRUCache | LFUCache:
+    """An empty cache: policy "lru" or "lfu"; ValueError otherwise."""
+    # YOUR CODE HERE
+    raise NotImplementedError("make_cache (task eviction)")
+
+
+def hit_ratio(trace: Sequence[Request], capacity: int | None, policy: str, block_size: int = BLOCK) -> float:
+    """Token-weighted prefix-cache hit ratio of `trace` replayed in order through a fresh cache.
+
+    For each request: n = cache.match(r.blocks); hit tokens += min(n * block_size, r.input_len);
+    total tokens += r.input_len; then cache.insert(r.blocks). Returns hit / total (0.0 for no tokens).
+    """
+    # YOUR CODE HERE
+    raise NotImplementedError("hit_ratio (task hit_ratio)")
