@@ -3,8 +3,8 @@
 `Suite` names one assignment's reference solution, public and hidden tests, tasks and bug catalog,
 and runs those tests against a submission folder the way the grader runs them (--noconftest
 --assert=plain, with the in-process `student` fixture of kvlab.testing), reading the results from
---junitxml as `Outcome`s. The `check_*` functions are the assertions that test_lecture02_suite.py
-and test_lecture07_suite.py both make; `assert_all_not_implemented` is the starter's "worth zero
+--junitxml as `Outcome`s. The `check_*` functions are the assertions test_suites.py makes for every
+assignment; `assert_all_not_implemented` is the starter's "worth zero
 points" check of test_starter.py and test_release.py. Every assert carries a message, since a
 failure here must say what went wrong without the reader opening this file.
 
@@ -20,9 +20,7 @@ import subprocess
 import sys
 import xml.etree.ElementTree as ET
 from collections import defaultdict
-from collections.abc import Iterator, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
-from contextlib import contextmanager
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -218,21 +216,6 @@ class Suite:
         """The mutant's tests (see `mutants_run_own_tasks`), run against the solution with the mutant applied."""
         submission = mutants.apply(mutant, self.solution, folder / "submission")
         return self.run(submission, folder / "report.xml", self.task_files(mutant.tasks) if self.mutants_run_own_tasks else ())
-
-    @contextmanager
-    def mutant_runs(self, selected: Sequence[mutants.Mutant],
-                    tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Future[list[Outcome]]]]:
-        """The run of every selected mutant by name, all submitted at once, PARALLEL_RUNS at a time."""
-        with ThreadPoolExecutor(PARALLEL_RUNS) as runner:
-            yield {m.name: runner.submit(self.run_mutant, m, tmp_path_factory.mktemp(m.name)) for m in selected}
-            # Leaving early (an interrupted session) must not wait for the runs nobody will read.
-            runner.shutdown(cancel_futures=True)
-
-
-def selected_mutants(request: pytest.FixtureRequest) -> list[mutants.Mutant]:
-    """The mutants of the requesting module's test_mutant_is_caught items this session runs, in test order."""
-    return [item.callspec.params["mutant"] for item in request.session.items
-            if getattr(item, "originalname", "") == "test_mutant_is_caught" and item.module is request.module]
 
 
 def check_solution_passes(outcomes: Sequence[Outcome]) -> None:
