@@ -14,6 +14,18 @@ files listed in assignment.json are copied to a staging folder and run in a sand
 `--mode inprocess` imports them into this process (kvlab.testing.Submission): only for trusted code,
 the repository's own fast tests of the reference and of the mutants.
 
+Two environment variables can lower (never raise) the limits, for tests of the grader that must run
+many slow submissions quickly (tests/test_hostile.py): `KVLAB_CALL_TIMEOUT` (seconds per call into
+student code, at most assignment.json's call_timeout_seconds) and `KVLAB_TIME_BUDGET` (seconds for
+the whole run, at most --time-budget). Gradescope sets neither; a value that is not a number of
+seconds is a grader fault.
+
+Whenever the student's process shares the grader's identity (no unprivileged user: a grader that
+is not root), it could write the grader's own files. The runner then cannot prevent that, but it
+detects it: the course library (the trusted copy and the worker's), the harness, the assignment's
+tests and, in that case, the interpreter's libraries are fingerprinted before the first test and
+after the worker is gone, and any change is a grader fault (never a score).
+
 The results file is written exactly once, atomically, at the end, and always: when anything goes
 wrong on the grader's side (a hidden test that does not import, points that do not add up, a bug
 here) the file says the grader failed and asks the student to contact the staff; the details go to
@@ -23,15 +35,18 @@ stderr, which Gradescope shows the staff only. The exit status is 0 when the sub
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import hashlib
 import os
 import pwd
 import shutil
 import stat
 import sys
+import sysconfig
 import tempfile
 import time
 import traceback
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -41,7 +56,14 @@ import pytest
 import autograder.harness.sandbox as sandbox_package
 import kvlab
 from autograder.harness.assignment import REPO_ROOT, Assignment, load_assignment
-from autograder.harness.plugin import Backend, GraderFault, Grading, InProcessBackend, SandboxBackend
+from autograder.harness.plugin import (
+    REMOTE_FUNCTIONS,
+    Backend,
+    GraderFault,
+    Grading,
+    InProcessBackend,
+    SandboxBackend,
+)
 from autograder.harness.results import fault_results, graded_results, write_results
 from autograder.harness.sandbox import Limits, Sandbox
 
@@ -55,6 +77,9 @@ TEST_SECONDS = 60.0
 SANDBOX_USER = "kvlab-sandbox"
 # pytest reads these from the environment; a grading run takes its options from this file only.
 PYTEST_ENV = ("PYTEST_ADDOPTS", "PYTEST_PLUGINS")
+# Lower the per-call timeout and the whole run's budget (see the module docstring).
+CALL_TIMEOUT_ENV = "KVLAB_CALL_TIMEOUT"
+TIME_BUDGET_ENV = "KVLAB_TIME_BUDGET"
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -87,8 +112,11 @@ def run(assignment_id: str, submission: Path, results_path: Path, *, mode: str =
     try:
         assignment = load_assignment(assignment_id, Path(tests_root))
         max_score = assignment.max_score
+        time_budget = lowered_by_env(time_budget, TIME_BUDGET_ENV, allow_zero=True)
+        assignment = dataclasses.replace(assignment, call_timeout_seconds=lowered_by_env(
+            assignment.call_timeout_seconds, CALL_TIMEOUT_ENV))
         results = grade(assignment, Path(submission), Path(results_path).resolve(), mode,
-                        deadline=started + time_budget)
+                        deadline=started + time_budget, time_budget=time_budget)
         # Validate here, so a result this code built wrongly becomes a fault result below.
         write_results(results_path, results)
         return results
@@ -100,8 +128,23 @@ def run(assignment_id: str, submission: Path, results_path: Path, *, mode: str =
     return results
 
 
+def lowered_by_env(value: float, name: str, allow_zero: bool = False) -> float:
+    """`value`, or the environment variable `name` (seconds) when that is smaller."""
+    text = os.environ.get(name, "").strip()
+    if not text:
+        return value
+    try:
+        limit = float(text)
+    except ValueError:
+        limit = float("nan")
+    if not (limit >= 0 if allow_zero else limit > 0):  # NaN fails both
+        raise GraderFault(f"${name}={text!r} is not a {'non-negative' if allow_zero else 'positive'} "
+                          "number of seconds")
+    return min(value, limit)
+
+
 def grade(assignment: Assignment, submission: Path, results_path: Path, mode: str,
-          deadline: float) -> dict[str, Any]:
+          deadline: float, time_budget: float = TIME_BUDGET_SECONDS) -> dict[str, Any]:
     """Run the tests on `submission`; the graded results, or GraderFault."""
     if not submission.is_dir():
         raise GraderFault(f"the submission folder {submission} does not exist")
@@ -111,16 +154,27 @@ def grade(assignment: Assignment, submission: Path, results_path: Path, mode: st
         private, lib = Path(private_name), Path(lib_name)
         modules_dir = stage_submission(assignment, submission, private / "submission")
         backend: Backend | None = None
+        watch: Watch | None = None
+        changed: list[str] = []
         try:
             backend = make_backend(mode, assignment, modules_dir, lib, private, results_path)
+            if not backend.in_process:
+                watch = Watch(watched_paths(assignment, lib, backend))
+            # A test never runs longer than the whole budget (which tests of the grader lower).
             grading = Grading(assignment=assignment, backend=backend, submitted=submission.resolve(),
-                              modules_dir=modules_dir, deadline=deadline, test_seconds=TEST_SECONDS)
+                              modules_dir=modules_dir, deadline=deadline,
+                              test_seconds=max(min(TEST_SECONDS, time_budget), 1.0))
             exit_code = run_pytest(assignment, grading, private)
             isolation = backend.isolation
         finally:
             if backend is not None:
                 backend.close()
+            if watch is not None:
+                changed = watch.changed()
             make_writable(lib)
+    if changed:
+        shown = ", ".join(changed[:10]) + (f" and {len(changed) - 10} more" if len(changed) > 10 else "")
+        grading.fault(f"the grader's files changed while the student's code ran: {shown}")
     if exit_code not in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED):
         grading.fault(f"pytest ended with {pytest.ExitCode(exit_code).name}")
     if len(grading.records) != len(grading.catalog):
@@ -128,6 +182,72 @@ def grade(assignment: Assignment, submission: Path, results_path: Path, mode: st
     if grading.faults:
         raise GraderFault("; ".join(grading.faults))
     return graded_results(assignment, grading.records, time.monotonic() - started, isolation)
+
+
+class Watch:
+    """Fingerprints of files the student's process must not change, taken now; `changed()` compares.
+
+    `content` folders are hashed file by file (small: the course library, the harness, the tests);
+    `metadata` folders (the interpreter's libraries, thousands of files) are compared by size,
+    modification time and mode, which any write changes.
+    """
+
+    def __init__(self, paths: tuple[list[Path], list[Path]]) -> None:
+        self.content, self.metadata = paths
+        self.before = self.take()
+
+    def take(self) -> dict[str, tuple[Any, ...]]:
+        prints: dict[str, tuple[Any, ...]] = {}
+        for root in self.content:
+            for path in walk(root):
+                try:
+                    info = os.lstat(path)
+                    digest = ""
+                    if stat.S_ISREG(info.st_mode):
+                        with open(path, "rb") as f:
+                            digest = hashlib.sha256(f.read()).hexdigest()
+                    prints[path] = (info.st_mode, digest)
+                except OSError as error:  # gone or unreadable since the listing: a difference too
+                    prints[path] = ("unreadable", error.errno)
+        for root in self.metadata:
+            for path in walk(root):
+                try:
+                    info = os.lstat(path)
+                    prints.setdefault(path, (info.st_mode, info.st_size, info.st_mtime_ns))
+                except OSError as error:
+                    prints.setdefault(path, ("unreadable", error.errno))
+        return prints
+
+    def changed(self) -> list[str]:
+        """Paths added, removed or changed since the fingerprints were taken."""
+        after = self.take()
+        return sorted(p for p in self.before.keys() | after.keys() if self.before.get(p) != after.get(p))
+
+
+def walk(root: Path) -> Iterable[str]:
+    """root and every folder and file below it (symlinks are listed, not followed)."""
+    if not os.path.lexists(root):
+        return
+    yield str(root)
+    for folder, dirs, files in os.walk(root):
+        for name in dirs + files:
+            yield os.path.join(folder, name)
+
+
+def watched_paths(assignment: Assignment, lib: Path, backend: Backend) -> tuple[list[Path], list[Path]]:
+    """(hashed, compared by metadata): what a student's process that shares the grader's identity
+    could change to influence this grading or the next one."""
+    content = [lib, Path(kvlab.__file__).resolve().parent, Path(sandbox_package.__file__).resolve().parent.parent,
+               assignment.directory, assignment.hidden_tests]
+    content += [assignment.root / name for name in ("run_autograder", "setup.sh")]
+    metadata: list[Path] = []
+    sandbox = getattr(backend, "sandbox", None)
+    if sandbox is None or sandbox.worker_uid == os.geteuid():
+        paths = sysconfig.get_paths()
+        metadata = [Path(paths[key]) for key in ("stdlib", "platstdlib", "purelib", "platlib")]
+        metadata += [assignment.root / "data"]
+    unique = list(dict.fromkeys(p.resolve() for p in content if os.path.lexists(p)))
+    return unique, list(dict.fromkeys(p.resolve() for p in metadata if p.exists()))
 
 
 def stage_submission(assignment: Assignment, submission: Path, target: Path) -> Path:
@@ -192,7 +312,8 @@ def make_backend(mode: str, assignment: Assignment, modules_dir: Path, lib: Path
         return InProcessBackend(modules_dir)
     limits = Limits(call_timeout=assignment.call_timeout_seconds)
     sandbox = Sandbox(modules_dir, [stage_library(lib)], limits=limits,
-                      hide=hidden_from_student(assignment, private, results_path), user=sandbox_user())
+                      hide=hidden_from_student(assignment, private, results_path), user=sandbox_user(),
+                      remote=REMOTE_FUNCTIONS)
     return SandboxBackend(sandbox)
 
 
@@ -209,12 +330,17 @@ def run_pytest(assignment: Assignment, grading: Grading, private: Path) -> int:
         "-p", "autograder.harness.plugin", "--noconftest", "--assert=plain",
         "-p", "no:cacheprovider", "-p", "no:randomly",
         "-c", str(ini), "--rootdir", str(private),
-        "-q", "--tb=short", "--no-header",
+        # The terminal output (the staff's log on Gradescope) carries no test source and no student
+        # text: no tracebacks, no summary. Each test's outcome and message are in results.json.
+        "-q", "--tb=no", "-rN", "--no-header",
     ]
     with process_state_restored(folders):
         # The working folder is private too, so anything a test writes relative to it (hypothesis'
         # example database) lands in the temporary folder.
         os.chdir(private)
+        # No bytecode written while grading: the watched folders (see Watch) change only if the
+        # student's process changes them.
+        sys.dont_write_bytecode = True
         return int(pytest.main(args, plugins=[grading]))
 
 
@@ -225,9 +351,11 @@ def process_state_restored(folders: list[Path]) -> Iterator[None]:
     cwd, path = os.getcwd(), list(sys.path)
     before = set(sys.modules)
     saved_env = {name: os.environ.pop(name) for name in PYTEST_ENV if name in os.environ}
+    bytecode = sys.dont_write_bytecode
     try:
         yield
     finally:
+        sys.dont_write_bytecode = bytecode
         os.chdir(cwd)
         sys.path[:] = path
         os.environ.update(saved_env)

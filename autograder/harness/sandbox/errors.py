@@ -33,7 +33,8 @@ class StudentCrash(StudentException):
 
 
 class WorkerTimeout(StudentException):
-    """A call ran past its wall-clock limit; the worker was killed."""
+    """A call ran past its wall-clock limit (the worker was killed), or iterating over a student
+    object did (the worker lives on)."""
 
 
 class WorkerDied(StudentException):

@@ -46,14 +46,33 @@ def is_under(path: Path, folder: Path) -> bool:
     return path == folder or folder in path.parents
 
 
-def bubblewrap_mounts(hide: list[Path], readable: list[Path], writable: list[Path]) -> list[str]:
-    """bwrap options for a read-only root with covers (a tmpfs over /tmp, /root and each hidden
-    folder, /dev/null over each hidden file) and the needed paths bound back on top.
+# Top-level folders of / the worker sees (read-only): the operating system's. Every other one (/home,
+# /opt, /srv, /var, /run, a checkout of the course repository with its solutions and hidden tests,
+# ...) is covered, and only the interpreter, its packages and the course library are bound back.
+SYSTEM_FOLDERS = frozenset({"bin", "dev", "etc", "lib", "lib32", "lib64", "libx32", "proc", "sbin", "sys", "usr"})
+
+
+def other_top_level_folders() -> list[Path]:
+    """The real folders directly under / that are not SYSTEM_FOLDERS (symlinks are left alone)."""
+    try:
+        entries = list(os.scandir("/"))
+    except OSError:
+        return []
+    return sorted(Path(e.path) for e in entries
+                  if e.name not in SYSTEM_FOLDERS and e.is_dir(follow_symlinks=False))
+
+
+def bubblewrap_mounts(hide: list[Path], readable: list[Path], writable: list[Path],
+                      system_only: bool = True) -> list[str]:
+    """bwrap options for a read-only root with covers (a tmpfs over /tmp, /root, each hidden folder
+    and, with `system_only`, every top-level folder but the system's; /dev/null over each hidden
+    file) and the needed paths bound back on top.
 
     Mounts are applied shortest path first, so a path needed inside a cover is bound after the cover
     and a hidden path inside a needed one is covered after it; at equal depth the cover wins.
     """
-    covers = [Path("/tmp")] + [p for p in (Path("/root"), *hide) if p.exists()]
+    others = other_top_level_folders() if system_only else []
+    covers = list(dict.fromkeys([Path("/tmp"), *others, *(p for p in (Path("/root"), *hide) if p.exists())]))
     ops: list[tuple[int, int, list[str]]] = []
     for path in covers:
         option = ["--tmpfs", str(path)] if path.is_dir() else ["--ro-bind", "/dev/null", str(path)]
@@ -166,19 +185,32 @@ def plan(
     elif why_not_user:
         why_not_bwrap = why_not_user
     else:
-        check = [bwrap, *bubblewrap_mounts([], readable, []), *NAMESPACES, "--",
-                 *_setpriv(setpriv, uid, gid), *_numpy_check(python, site_packages)]
-        why_not_bwrap = probe(tuple(check))
+        # The narrow view first (system folders only); the whole read-only root if the interpreter
+        # cannot run in it (it lives somewhere the bound-back folders do not cover).
+        for system_only in (True, False):
+            check = [bwrap, *bubblewrap_mounts([], readable, [], system_only), *NAMESPACES, "--",
+                     *_setpriv(setpriv, uid, gid), *_numpy_check(python, site_packages)]
+            why_not_bwrap = probe(tuple(check))
+            if why_not_bwrap is None:
+                break
     if why_not_bwrap is None:
         assert bwrap and setpriv  # checked above; for the type checker
-        covered = [p for p in (Path("/root"), *hide) if p.exists()]
+        others = other_top_level_folders() if system_only else []
+        covered = list(dict.fromkeys([*others, *(p for p in (Path("/root"), *hide) if p.exists())]))
         exposed = [p for p in dict.fromkeys([*readable, *lib_dirs]) if any(is_under(p, c) for c in covered)]
-        mounts = bubblewrap_mounts(hide, [*readable, *lib_dirs, root_dir], [home])
+        mounts = bubblewrap_mounts(hide, [*readable, *lib_dirs, root_dir], [home], system_only)
         prefix = [bwrap, *mounts, *NAMESPACES, "--chdir", str(home), "--", *_setpriv(setpriv, uid, gid)]
+        system = sorted(name for name in SYSTEM_FOLDERS if os.path.lexists(f"/{name}"))
+        view = ("only the system folders (" + ", ".join(f"/{name}" for name in system)
+                + "), the interpreter, its packages and the course library are visible"
+                if system_only else
+                "reduced: the whole filesystem is visible read-only (the interpreter cannot run with "
+                "only the system folders)")
         report = [
             who,
             "private filesystem view (bubblewrap): read-only except the worker's own folder; "
             "private /tmp, /dev and /proc",
+            view,
             f"hidden: {', '.join(map(str, covered))}",
             *([f"bound back read-only inside them: {', '.join(map(str, exposed))}"] if exposed else []),
             "network disabled (own network namespace)",

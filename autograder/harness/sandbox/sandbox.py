@@ -7,6 +7,7 @@ is represented here by a `Proxy` whose attribute reads, calls, `len`, `in`, inde
 """
 from __future__ import annotations
 
+import builtins
 import fcntl
 import os
 import re
@@ -21,7 +22,9 @@ import time
 import weakref
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator, NamedTuple, Sequence
+from typing import Any, Callable, Iterator, Mapping, NamedTuple, Sequence
+
+import numpy as np
 
 from . import isolation, wire
 from .errors import (
@@ -33,7 +36,7 @@ from .errors import (
     explain_exit,
     student_exception_class,
 )
-from .worker import TEXT_LIMIT
+from .worker import MAX_CALLBACK_DEPTH, TEXT_LIMIT
 
 WORKER_SCRIPT = Path(__file__).with_name("worker.py")
 # Starting includes the interpreter and numpy (a fraction of a second); this only catches hangs.
@@ -112,11 +115,31 @@ class Proxy:
         iterator = self._sbx("iter", label=f"iter({self._sbx_label})")
         if not isinstance(iterator, Proxy):
             raise self._sbx_box._protocol_failure("iter() did not return an object reference", "iter()")
+        # All the round trips of one iteration share one call's time limit: an endless iterator
+        # (numpy converting a student object to an array iterates it) must not hold a test until
+        # its whole-test limit.
+        limit, spent = self._sbx_box.limits.call_timeout, 0.0
         while True:
+            started = time.monotonic()
             item = iterator._sbx("next", label=f"next(iter({self._sbx_label}))")
+            spent += time.monotonic() - started
             if item is _STOP:
                 return
+            if spent > limit:
+                raise WorkerTimeout(
+                    f"iterating over {self._sbx_label} took more than {limit:g} s in all (the time limit "
+                    "of one call) and was stopped: does its iterator ever end?"
+                )
             yield item
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> Any:
+        # np.asarray(proxy) converts in the worker, under one call's time limit, and gets the array
+        # by value; without this numpy would walk the object's len() and items by round trips (an
+        # object whose every item is itself costs exponentially many).
+        array = self._sbx("array", label=f"numpy.asarray({self._sbx_label})")
+        if not isinstance(array, np.ndarray):
+            raise TypeError(f"numpy.asarray({self._sbx_label}) did not give a numeric array")
+        return array if dtype is None else array.astype(dtype)
 
     def __str__(self) -> str:
         text = self._sbx("str", label=f"str({self._sbx_label})")
@@ -304,6 +327,11 @@ class Sandbox:
     `hide`: paths the worker must not see (enforced with bubblewrap; otherwise reported as reduced).
     `user`: the unprivileged user for the worker when the grader is root ("nobody" by default).
     `bubblewrap`: False skips bubblewrap (to exercise the fallback, or where it misbehaves).
+    `remote`: course-library functions ("module:name" -> the trusted process's own function) that
+    run here whenever code in the worker calls them: the worker's copy is replaced by a stand-in
+    (before any student code runs) that sends the arguments (plain data by value, other objects as
+    references) and waits, serving requests about those objects, for the result. What they compute,
+    and what they record (kvlab.counter), is then out of the student code's reach.
 
     `isolation` reports, in words, what isolation is in force and what is reduced.
     `last_call_cpu`: CPU seconds the worker spent on the last round trip, read from /proc by this
@@ -322,8 +350,14 @@ class Sandbox:
         user: str | None = None,
         python: str = sys.executable,
         bubblewrap: bool = True,
+        remote: Mapping[str, Callable[..., Any]] | None = None,
     ) -> None:
         self.limits = limits
+        self.remote: dict[str, Callable[..., Any]] = dict(remote or {})
+        for name in self.remote:
+            if not re.fullmatch(f"{_NAME}:{_NAME}", name):
+                raise ValueError(f'expected "package.module:function", got {name!r}')
+        self._callback_depth = 0
         # The real interpreter binary: a venv's bin/ may sit inside a hidden folder.
         self._python = os.path.realpath(shutil.which(python) or python)
         self._lib_dirs = [Path(os.path.realpath(p)) for p in lib_dirs]
@@ -350,6 +384,9 @@ class Sandbox:
                 for name in [folder, *(os.path.join(folder, n) for n in dirs + files)]:
                     os.chown(name, self._plan.uid, self._plan.gid)
         self.isolation: list[str] = list(self._plan.report)
+        # Who the student's code runs as: when it is the grader's own uid, the worker can write
+        # whatever the grader can (the runner then watches its files; see run.py).
+        self.worker_uid: int = self._plan.uid
         self.last_call_cpu: float | None = None
         self.last_start_seconds: float | None = None
         self._generation = 0  # bumped whenever the worker's object table is dropped
@@ -526,8 +563,9 @@ class Sandbox:
             **{name: os.environ[name] for name in PASSED_THROUGH_ENV if name in os.environ},
         }
         # -S as well as -I: no site module, so neither the interpreter's own site-packages nor any
-        # .pth file there joins the worker (and start-up is faster).
-        argv = [*self._plan.prefix, self._python, "-I", "-S", str(self._script), str(req_r), str(resp_w)]
+        # .pth file there joins the worker (and start-up is faster). -B: the worker writes no
+        # bytecode into folders it shares with the grader.
+        argv = [*self._plan.prefix, self._python, "-I", "-S", "-B", str(self._script), str(req_r), str(resp_w)]
         launched = time.perf_counter()
         try:
             proc = subprocess.Popen(
@@ -552,6 +590,7 @@ class Sandbox:
             "seq": self._seq, "op": "init", "home": str(self._home),
             "lib_dirs": [str(p) for p in self._lib_dirs],
             "site_packages": [str(p) for p in self._site_packages], "limits": limits,
+            "remote": sorted(self.remote),
         }
         # A few hundred bytes: the fresh pipe takes them at once, whatever the worker is doing.
         os.write(req_w, wire.frame(init, [])[0])
@@ -610,38 +649,49 @@ class Sandbox:
             poller.register(worker.out_r, select.POLLIN)
         cpu_before = _read_cpu(worker.cpu_pid)
         deadline = time.monotonic() + timeout
-        try:
-            while reader.wanted():
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    self._timed_out(label, timeout, cpu_before)
-                for fd, _ in poller.poll(remaining * 1000 + 1):
-                    if fd == worker.out_r:
-                        self._keep_output(worker.drain_once())
-                        if not worker.out_open:
-                            poller.unregister(fd)
-                    elif fd == worker.req_w:
-                        try:
-                            pending[0] = pending[0][os.write(fd, pending[0][:PIPE_BYTES]):]
-                        except BlockingIOError:
-                            continue
-                        except BrokenPipeError:
-                            self._died(label, cpu_before)
-                        while pending and not pending[0]:
-                            pending.pop(0)
-                        if not pending:
-                            poller.unregister(fd)
-                    elif fd == worker.resp_r:
-                        try:
-                            chunk = os.read(fd, min(reader.wanted(), PIPE_BYTES))
-                        except BlockingIOError:
-                            continue
-                        if not chunk:
-                            self._died(label, cpu_before)
-                        reader.feed(chunk)
-            reply, reply_blobs = reader.message()
-        except ProtocolError as exc:
-            raise self._protocol_failure(str(exc), label) from None
+        while True:
+            try:
+                while reader.wanted():
+                    remaining = deadline - time.monotonic()
+                    if remaining <= 0:
+                        self._timed_out(label, timeout, cpu_before)
+                    for fd, _ in poller.poll(remaining * 1000 + 1):
+                        if fd == worker.out_r:
+                            self._keep_output(worker.drain_once())
+                            if not worker.out_open:
+                                poller.unregister(fd)
+                        elif fd == worker.req_w:
+                            try:
+                                pending[0] = pending[0][os.write(fd, pending[0][:PIPE_BYTES]):]
+                            except BlockingIOError:
+                                continue
+                            except BrokenPipeError:
+                                self._died(label, cpu_before)
+                            while pending and not pending[0]:
+                                pending.pop(0)
+                            if not pending:
+                                poller.unregister(fd)
+                        elif fd == worker.resp_r:
+                            try:
+                                chunk = os.read(fd, min(reader.wanted(), PIPE_BYTES))
+                            except BlockingIOError:
+                                continue
+                            if not chunk:
+                                self._died(label, cpu_before)
+                            reader.feed(chunk)
+                reply, reply_blobs = reader.message()
+            except ProtocolError as exc:
+                raise self._protocol_failure(str(exc), label) from None
+            if not (send and "callback" in reply):
+                break
+            # Student code called a `remote` library function: run it here, send back its result,
+            # and go on waiting for the reply to our request, within the same deadline.
+            if pending:  # the worker cannot have read our whole request yet
+                raise self._protocol_failure("a callback before the whole request was read", label)
+            pending = [memoryview(part).cast("B") for part in
+                       self._callback(worker, header["seq"], reply, reply_blobs, label)]
+            poller.register(worker.req_w, select.POLLOUT)
+            reader = wire.Reader()
         budget = DRAIN_BUDGET  # the worker flushed before replying: its output is in the pipe now
         while budget > 0 and worker.out_open:
             chunk = worker.drain_once()
@@ -654,6 +704,59 @@ class Sandbox:
         if reply.get("seq") != header["seq"]:
             raise self._protocol_failure("a reply to another request", label)
         return reply, reply_blobs
+
+    def _callback(
+        self, worker: _Worker, seq: int, message: dict[str, Any], blobs: list[memoryview], label: str,
+    ) -> list[Any]:
+        """Run the `remote` function the worker asked for; the frames of the "return" message.
+
+        Its arguments' worker objects are proxies here, so the function's own requests about them
+        are nested round trips. An exception it raises (a student's, from such a request, too) goes
+        back to be raised in the worker as the nearest builtin exception; if the worker stops during
+        a nested request, that error propagates instead.
+        """
+        name, args, kwargs = message.get("callback"), message.get("args"), message.get("kwargs")
+        function = self.remote.get(name) if type(name) is str else None
+        if function is None or message.get("seq") != seq or type(args) is not list or type(kwargs) is not list:
+            raise self._protocol_failure(f"an unknown or malformed callback {str(name)[:80]!r}", label)
+        generation = self._generation
+
+        def make_proxy(number: int, type_name: str) -> Proxy:
+            return Proxy(self, ["R", number], generation, f"your {type_name}", type_name)
+
+        try:
+            decoder = wire.Decoder(blobs, make_proxy)
+            decoded_args = [decoder.decode(arg) for arg in args]
+            decoded_kwargs = dict(decoder.pair(item, 0) for item in kwargs)
+        except ProtocolError as exc:
+            raise self._protocol_failure(str(exc), label) from None
+        out: list[Any] = []
+        if self._callback_depth >= MAX_CALLBACK_DEPTH:
+            header: dict[str, Any] = {"op": "return", "ok": False, "error": {
+                "type": "RecursionError", "message": f"{name} nested more than {MAX_CALLBACK_DEPTH} deep"}}
+            return wire.frame(header, out)
+        self._callback_depth += 1
+        try:
+            value = function(*decoded_args, **decoded_kwargs)
+            header = {"op": "return", "ok": True, "value": wire.encode(value, out, self._reference)}
+        except Exception as exc:
+            if self._res.worker is not worker:  # a nested request stopped the worker
+                raise
+            builtin = next((c for c in type(exc).__mro__ if getattr(builtins, c.__name__, None) is c), Exception)
+            header = {"op": "return", "ok": False,
+                      "error": {"type": builtin.__name__, "message": str(exc)[:TEXT_LIMIT]}}
+            out = []
+        except BaseException:
+            # A whole-test timeout (or an interrupt) while the worker waits mid-call: stop it, so
+            # no half-finished call lingers into the next request.
+            if self._res.worker is worker:
+                self._discard()
+            raise
+        finally:
+            self._callback_depth -= 1
+        if self._res.worker is not worker:
+            raise WorkerDied(f"the student's process stopped during {name} (called from {label})")
+        return wire.frame(header, out)
 
     def _keep_output(self, chunk: bytes) -> None:
         room = max(0, self.limits.output_bytes - len(self._output))

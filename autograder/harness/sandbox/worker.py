@@ -1,10 +1,17 @@
 """The untrusted end of the sandbox: imports the student's modules and answers requests about them.
 
-The trusted side starts this file as `python -I -S worker.py REQ_FD RESP_FD` (see `sandbox.py`), with
+The trusted side starts this file as `python -I -S -B worker.py REQ_FD RESP_FD` (see `sandbox.py`), with
 fd 0 on /dev/null and fds 1 and 2 on a pipe the trusted side drains, so nothing a student prints can
 reach the two protocol pipes. The first message on REQ_FD says where the student's files are and
 which resource limits to take; only after applying them does the worker import numpy, and student
 code runs only inside later requests.
+
+Callbacks: the course-library functions the init message lists as "remote" (kvlab.model.forward)
+are replaced, before any student code runs, by stand-ins that send {"seq": the request being
+answered, "callback": "module:name", "args", "kwargs"} on RESP_FD instead of a reply; the trusted
+side runs its own copy of the function, sending requests about the arguments passed by reference
+meanwhile (answered as usual), then {"op": "return", "ok": true, "value"} or {"op": "return",
+"ok": false, "error": {"type": builtin exception name, "message"}}.
 
 Everything here is untrusted once student code has run: the trusted side validates every byte this
 process sends. The trusted side imports this module for the wire format only (the constants,
@@ -25,6 +32,7 @@ item is a tag:
 """
 from __future__ import annotations
 
+import builtins
 import dataclasses
 import functools
 import importlib
@@ -55,6 +63,9 @@ DATACLASSES = ("kvlab.model:Config", "kvlab.trace:Request")
 MAX_INT_BITS = 10000
 # Longest message / traceback text sent back for one exception.
 TEXT_LIMIT = 64 << 10
+# Calls into the trusted process (see Worker.install_remote) nested inside each other at most this
+# deep (forward called from a cache's update called by forward ...).
+MAX_CALLBACK_DEPTH = 8
 
 
 class UnsupportedValue(TypeError):
@@ -215,6 +226,8 @@ class Worker:
         self.table: dict[int, Any] = {}
         self.numbers: dict[int, int] = {}  # id(object) -> its number, so one object has one number
         self.next_number = 1
+        self.current_seq = init["seq"]  # the request being answered (the innermost one)
+        self.callback_depth = 0
         self.ops = {
             "getattr": getattr,
             "setattr": setattr,
@@ -228,6 +241,9 @@ class Worker:
             "repr": lambda obj: str.__str__(repr(obj)),
             "str": lambda obj: str.__str__(str(obj)),
             "bool": bool,
+            # numpy's conversion of a student object, done here (within the call's time limit): the
+            # trusted side would otherwise walk it item by item, one round trip each.
+            "array": numpy.asarray,
         }
 
     def serve(self) -> None:
@@ -236,13 +252,93 @@ class Worker:
             message = receive(self.req_fd)
             if message is None:
                 return
-            reply, blobs = self.answer(*message)
-            for stream in (sys.stdout, sys.stderr, sys.__stdout__, sys.__stderr__):
-                try:  # student output must reach the pipe before the reply does
-                    stream.flush()
-                except BaseException:
-                    pass
-            send(self.resp_fd, reply, blobs)
+            self.serve_one(*message)
+
+    def serve_one(self, header: dict[str, Any], blobs: list[memoryview]) -> None:
+        """Answer one request and send the reply."""
+        outer = self.current_seq
+        self.current_seq = header["seq"]
+        try:
+            reply, out = self.answer(header, blobs)
+        finally:
+            self.current_seq = outer
+        self.flush_output()
+        send(self.resp_fd, reply, out)
+
+    @staticmethod
+    def flush_output() -> None:
+        for stream in (sys.stdout, sys.stderr, sys.__stdout__, sys.__stderr__):
+            try:  # student output must reach the pipe before the next message does
+                stream.flush()
+            except BaseException:
+                pass
+
+    def install_remote(self, names: list[str], lib_dirs: list[str]) -> None:
+        """Replace each course-library function "module:name" by a stand-in that runs it in the
+        trusted process: in its module, and in every loaded module of the course library that
+        imported it by name. Done before any student code runs.
+
+        What the trusted process computes (and counts: kvlab.counter) cannot be changed by student
+        code, whatever it does to this process's copy of the library.
+        """
+        roots = tuple(os.path.join(p, "") for p in lib_dirs)
+        for qualname in names:
+            module_name, name = qualname.split(":")
+            original = getattr(importlib.import_module(module_name), name)
+            stand_in = self.remote_function(qualname, original)
+            for module in list(sys.modules.values()):
+                if not str(getattr(module, "__file__", None) or "").startswith(roots):
+                    continue
+                for key, value in list(vars(module).items()):
+                    if value is original:
+                        setattr(module, key, stand_in)
+
+    def remote_function(self, qualname: str, original: Any) -> Any:
+        def stand_in(*args: Any, **kwargs: Any) -> Any:
+            return self.callback(qualname, args, kwargs)
+
+        for attribute in ("__module__", "__name__", "__qualname__", "__doc__"):
+            setattr(stand_in, attribute, getattr(original, attribute, None))
+        return stand_in
+
+    def callback(self, qualname: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        """Ask the trusted process to run `qualname`; serve its requests (about the objects passed
+        by reference) until it sends the result back."""
+        if self.callback_depth >= MAX_CALLBACK_DEPTH:
+            raise RecursionError(f"{qualname} called from inside itself more than {MAX_CALLBACK_DEPTH} deep")
+        out: list[Any] = []
+        message = {
+            "seq": self.current_seq, "callback": qualname,
+            "args": [self.encode(arg, out, 0) for arg in args],
+            "kwargs": [[str(key), self.encode(value, out, 0)] for key, value in kwargs.items()],
+        }
+        if sum(map(len, out)) > MAX_MESSAGE_BYTES - MAX_JSON_BYTES:
+            raise UnsupportedValue(f"the arguments of {qualname} are larger than {MAX_MESSAGE_BYTES >> 20} MB")
+        self.flush_output()
+        send(self.resp_fd, message, out)
+        self.callback_depth += 1
+        try:
+            while True:
+                received = receive(self.req_fd)
+                if received is None:  # the trusted side is gone
+                    os._exit(0)
+                header, blobs = received
+                if header.get("op") != "return":
+                    self.serve_one(header, blobs)  # a request about an object passed by reference
+                    continue
+                if header.get("ok"):
+                    return self.decode(header["value"], blobs)
+                error = header.get("error", {})
+                cls = getattr(builtins, str(error.get("type")), None)
+                if not (isinstance(cls, type) and issubclass(cls, Exception)):
+                    cls = RuntimeError
+                try:
+                    exc = cls(str(error.get("message", "")))
+                except Exception:
+                    exc = RuntimeError(str(error.get("message", "")))
+                raise exc
+        finally:
+            self.callback_depth -= 1
 
     def answer(self, header: dict[str, Any], blobs: list[memoryview]) -> tuple[dict[str, Any], list[Any]]:
         """Run one request; student exceptions of any kind become an error reply."""
@@ -442,6 +538,7 @@ def main() -> None:
     # that -I -S leaves) and the grader's site-packages (for numpy), whose .pth files are not run.
     sys.path[:] = [init["home"], *init["lib_dirs"], *sys.path, *init["site_packages"]]
     worker = Worker(req_fd, resp_fd, init)
+    worker.install_remote(init.get("remote", []), init["lib_dirs"])
     send(resp_fd, {"seq": init["seq"], "ok": True, "pid": os.getpid(), "numpy": worker.np.__version__}, [])
     worker.serve()
 

@@ -1,0 +1,644 @@
+"""Hostile submissions (issue 4): the grader must give an attack no points and keep no scars.
+
+Every case is a lecture02 submission made of an honest part and a payload (tests/hostile/payloads.py):
+the honest part is the starter or the reference solution with some functions stubbed, and earns a
+known score (graded once per session, alone); the payload is the attack. Each case is graded
+through the real flow, as Gradescope does: the Gradescope package unpacked into a folder laid out
+like /autograder, `source/run_autograder` run there. For every case:
+
+1. a results.json exists and validates against results_schema.json;
+2. its score is at most the honest part's score (and equal when the attack leaves the honest code
+   working); every test it passes, the honest part passes too;
+3. no hidden-test text or solution text appears in results.json or in run_autograder's output;
+4. the grader finished within its budget (the suite lowers the limits through KVLAB_CALL_TIMEOUT and
+   KVLAB_TIME_BUDGET, see autograder/harness/run.py);
+5. nothing is left behind: the repository's kvlab, hidden tests and solutions, the venv, the
+   layout's source/ are unchanged, no process of the grading remains, nothing the payload planted
+   ever runs, and the reference solution graded next in the same folder gets full marks.
+
+The cases run in parallel threads (each grading is a separate process tree) from one session
+fixture; each test then checks one case's outcome.
+
+As root the worker runs as an unprivileged user under bubblewrap. Run as another user, the worker
+shares the grader's identity: cases that need root-level isolation are skipped (with the reason),
+and a case that writes the grader's files must end in a grader fault (the runner's Watch detects
+the change) instead of a score.
+"""
+from __future__ import annotations
+
+import concurrent.futures
+import hashlib
+import importlib.util
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import sysconfig
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from autograder.build import build
+from autograder.grade import unpack
+from autograder.harness.results import validate
+
+REPO = Path(__file__).resolve().parent.parent
+ASSIGNMENT = "lecture02"
+SOLUTION = REPO / "solutions" / ASSIGNMENT / "kv_decode.py"
+STARTER = REPO / "starter" / ASSIGNMENT / "kv_decode.py"
+HIDDEN = REPO / "autograder" / "hidden" / ASSIGNMENT
+PUBLIC = REPO / "assignments" / ASSIGNMENT / "tests"
+VENV = Path(sys.prefix)
+SITE_PACKAGES = Path(sysconfig.get_paths()["purelib"])
+IS_ROOT = os.geteuid() == 0
+
+# Small limits keep the whole suite near a minute on 2 cores: 2 s per call into student code and 30 s
+# per grading (10 s for the cases that hang on purpose); a grading may overrun its budget by at most
+# one test (which is itself capped at the budget) plus start-up and validation.
+CALL_TIMEOUT = 2.0
+TIME_BUDGET = 30.0
+START_AND_CHECK_SECONDS = 20.0
+# Gradings run at once (threads waiting on processes); each is a python process plus the worker.
+PARALLEL = 3
+
+PAYLOADS_PATH = Path(__file__).resolve().parent / "hostile" / "payloads.py"
+_spec = importlib.util.spec_from_file_location("hostile_payloads", PAYLOADS_PATH)
+assert _spec is not None and _spec.loader is not None
+P = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(P)
+
+
+# ----- honest parts ---------------------------------------------------------------------------------
+
+def stubbed(text: str, function: str, message: str) -> str:
+    """`text` with the solution region of `def function` replaced by the starter's kind of stub."""
+    lines = text.splitlines(keepends=True)
+    start = next(i for i, line in enumerate(lines) if re.match(rf"\s*def {function}\(", line))
+    begin = next(i for i in range(start, len(lines)) if "BEGIN SOLUTION" in lines[i])
+    end = next(i for i in range(begin, len(lines)) if "END SOLUTION" in lines[i])
+    indent = lines[begin][: len(lines[begin]) - len(lines[begin].lstrip())]
+    lines[begin:end + 1] = [f"{indent}raise NotImplementedError({message!r})\n"]
+    return "".join(lines)
+
+
+def without_markers(text: str) -> str:
+    """A student's file has no solution markers."""
+    return "".join(line for line in text.splitlines(keepends=True)
+                   if "BEGIN SOLUTION" not in line and "END SOLUTION" not in line)
+
+
+HONEST = {
+    # the stubs: 0 points
+    "starter": STARTER.read_text(),
+    # KVCache and the byte counts done, greedy_decode a stub
+    "no_decode": without_markers(stubbed(SOLUTION.read_text(), "greedy_decode", "greedy_decode (task greedy_decode)")),
+    # everything but KVCache.update, so greedy_decode fails too
+    "no_update": without_markers(stubbed(SOLUTION.read_text(), "update", "KVCache.update (task kv_cache)")),
+}
+
+
+# ----- the cases ------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Case:
+    name: str
+    honest: str  # a key of HONEST
+    payload: str  # appended to the honest kv_decode.py (module level: it runs at import)
+    files: dict[str, str] = field(default_factory=dict)  # more files in the submission folder
+    breaks: bool = False  # the attack also breaks the honest code: score <= honest, not ==
+    says: tuple[str, ...] = ()  # each must appear in some test's output (the student is told why)
+    budget: float = TIME_BUDGET
+    root_only: str = ""  # why the case cannot run safely or meaningfully without root-level isolation
+    writes_grader_files: bool = False  # without an unprivileged worker, must end in a grader fault
+
+
+NOT_ROOT_WRITES = ("writes into every folder it can; run by the grading user itself it would write that "
+                   "user's own files (root-level isolation needed)")
+CASES = [
+    Case("fake results.json at import", "no_decode", P.FAKE_RESULTS, says=("HOSTILE could not write",),
+         root_only=NOT_ROOT_WRITES),
+    Case("sys.exit(0) at import", "no_decode", P.SYS_EXIT_AT_IMPORT, breaks=True,
+         says=("kv_decode.py could not be imported", "SystemExit")),
+    Case("os._exit(0) at import", "no_decode", P.OS_EXIT_AT_IMPORT, breaks=True,
+         says=("kv_decode.py could not be imported", "exited with status 0")),
+    Case("os._exit(0) in greedy_decode", "no_decode", P.OS_EXIT_IN_CALL,
+         says=("the student's process exited with status 0 during kv_decode.greedy_decode(...)",)),
+    Case("atexit and signal handlers rewrite results", "no_decode", P.ATEXIT_REWRITES),
+    Case("conftest.py and pytest configs in the submission", "no_decode", "", files=P.CONFTEST_FILES),
+    Case("sitecustomize and .pth planted", "no_decode", P.PLANT_SITE_HOOKS, files=P.SITE_FILES,
+         says=("HOSTILE could not plant",), root_only=NOT_ROOT_WRITES),
+    Case("numpy and pytest comparisons patched", "no_decode", P.MONKEYPATCH_CHECKS),
+    Case("always-equal results", "starter", P.ALWAYS_EQUAL),
+    Case("course library patched in memory", "no_update", P.PATCH_LIBRARY_IN_MEMORY),
+    Case("course library patched on disk", "no_decode", P.PATCH_LIBRARY_ON_DISK, says=("HOSTILE could not",),
+         writes_grader_files=True),
+    Case("infinite loop in a call", "no_decode", P.INFINITE_LOOP, breaks=True, budget=10.0,
+         says=("did not finish within the time limit of 2 s", "not run: the earlier tests used up the time")),
+    Case("every call just under the timeout", "no_decode", P.SLOW_CALLS, breaks=True, budget=10.0,
+         says=("not run: the earlier tests used up the time",)),
+    Case("memory bomb", "no_decode", P.MEMORY_BOMB, says=("MemoryError", "may use at most 512 MB of memory")),
+    Case("fork bomb", "no_decode", P.FORK_BOMB, says=("HOSTILE fork refused",)),
+    Case("50 MB on stdout", "no_decode", P.STDOUT_FLOOD, says=("more bytes of output not kept",)),
+    Case("KeyboardInterrupt from a call", "no_decode", P.KEYBOARD_INTERRUPT,
+         says=("student code raised KeyboardInterrupt",)),
+    Case("SystemExit from a call", "no_decode", P.SYSTEM_EXIT_IN_CALL, says=("student code raised SystemExit",)),
+    Case("hunting and printing the hidden tests", "no_decode", P.READ_HIDDEN, says=("HOSTILE environ",),
+         root_only="the grading user can read its own files; hiding them needs bubblewrap as root"),
+    Case("signals to the grader", "no_decode", P.SIGNALS, says=("HOSTILE could not signal",),
+         root_only="kill(-1) as the grading user would kill that user's processes, the test run included"),
+    Case("operation counters gamed in the student's process", "no_decode", P.COUNT_GAMING),
+    Case("forged count reply on the protocol pipe", "no_decode", P.FORGE_REPLY),
+    Case("garbage on the protocol pipe at import", "no_decode", P.FORGE_GARBAGE, breaks=True,
+         says=("invalid data from the student's process during kv_decode",)),
+    # Without root the network is reachable (reported as reduced isolation): the payload gains nothing.
+    Case("network", "no_decode", P.NETWORK, says=("HOSTILE no connection to 1.1.1.1 53",) if IS_ROOT else ()),
+    Case("odd text everywhere", "no_decode", P.ODD_TEXT),
+    Case("background thread and endless results", "no_decode", P.BACKGROUND_MISCHIEF),
+    Case("huge and deeply nested results", "no_decode", P.HUGE_RESULTS),
+    Case("forward asked to do far too much", "no_decode", P.HUGE_FORWARD,
+         says=("is bigger than the grader runs in one call", "more than the grader runs attention over")),
+]
+CASE_IDS = [re.sub(r"[^\w.]+", "-", case.name).strip("-") for case in CASES]
+
+
+# ----- what must not leak ---------------------------------------------------------------------------
+
+def shipped_lines() -> set[str]:
+    """Lines students have anyway: the public tests, the course library, the starters."""
+    paths = [*REPO.glob("assignments/*/tests/*.py"), *(REPO / "kvlab").glob("*.py"), *REPO.glob("starter/*/*.py")]
+    return {line.strip() for path in paths for line in path.read_text().splitlines()}
+
+
+def hidden_lines() -> list[str]:
+    """Distinctive lines of the hidden tests (every assignment's: a payload finds whatever it can
+    read): 40+ characters, not also in what students have."""
+    shipped = shipped_lines()
+    lines = {line.strip() for path in sorted(REPO.glob("autograder/hidden/*/*.py"))
+             for line in path.read_text().splitlines()}
+    return sorted(line for line in lines if len(line) >= 40 and line not in shipped)
+
+
+def solution_lines() -> list[str]:
+    """Lines of 30+ characters between the solution markers, in every assignment's solutions."""
+    regions = [body for path in sorted(REPO.glob("solutions/*/*.py"))
+               for body in re.findall(r"BEGIN SOLUTION[^\n]*\n(.*?)\n[^\n]*END SOLUTION", path.read_text(), re.S)]
+    return sorted({line.strip() for body in regions for line in body.splitlines() if len(line.strip()) >= 30})
+
+
+HIDDEN_LINES = hidden_lines()
+SOLUTION_LINES = solution_lines()
+
+
+def leaks(text: str, submitted: str) -> list[str]:
+    """Hidden-test and solution lines found in `text` (a solution line the student submitted is theirs)."""
+    own = {line.strip() for line in submitted.splitlines()}
+    found = [line for line in HIDDEN_LINES if line in text]
+    found += [line for line in SOLUTION_LINES if line not in own and line in text]
+    if "BEGIN SOLUTION" in text and "BEGIN SOLUTION" not in submitted:
+        found.append("BEGIN SOLUTION")
+    return found
+
+
+# ----- the environment a grading must leave as it found it ----------------------------------------
+
+def digest_tree(root: Path, skip_bytecode: bool = True) -> dict[str, str]:
+    """path -> mode and sha256 of every file under root (symlinks: their target)."""
+    out = {}
+    for folder, dirs, files in os.walk(root):
+        if skip_bytecode:
+            dirs[:] = [d for d in dirs if d != "__pycache__"]
+        for name in dirs + files:
+            path = os.path.join(folder, name)
+            info = os.lstat(path)
+            if os.path.islink(path):
+                out[path] = "link " + os.readlink(path)
+            elif os.path.isfile(path):
+                with open(path, "rb") as f:
+                    out[path] = f"{info.st_mode:o} {hashlib.sha256(f.read()).hexdigest()}"
+            else:
+                out[path] = f"{info.st_mode:o}"
+    return out
+
+
+def interpreter_state() -> dict[str, Any]:
+    """The venv and the interpreter's own libraries: every folder's entries (a planted file shows),
+    and size/mtime/mode of the files where Python looks for start-up hooks, plus a sample."""
+    state: dict[str, Any] = {}
+    stdlib = Path(os.__file__).parent
+    for root in (VENV, stdlib / "site-packages"):
+        for folder, dirs, files in os.walk(root):
+            dirs[:] = [d for d in dirs if d != "__pycache__"]
+            state[folder] = tuple(sorted(n for n in dirs + files))
+    state[str(stdlib)] = tuple(sorted(n for n in os.listdir(stdlib) if n != "__pycache__"))
+    hooks = [p for folder in (SITE_PACKAGES, stdlib, stdlib / "site-packages") if folder.is_dir()
+             for p in folder.iterdir() if p.is_file()]
+    sample = [SITE_PACKAGES / "numpy" / "__init__.py", SITE_PACKAGES / "numpy" / "_core" / "numeric.py",
+              SITE_PACKAGES / "_pytest" / "python_api.py", SITE_PACKAGES / "jsonschema" / "__init__.py",
+              stdlib / "os.py", stdlib / "site.py"]
+    for path in hooks + sample:
+        if path.exists():
+            info = path.stat()
+            state[str(path)] = (info.st_size, info.st_mtime_ns, info.st_mode)
+    return state
+
+
+def environment(layout: Path) -> dict[str, Any]:
+    return {
+        "the repository's kvlab": digest_tree(REPO / "kvlab"),
+        "the repository's hidden tests": digest_tree(HIDDEN),
+        "the repository's solutions": digest_tree(SOLUTION.parent),
+        "the venv and the interpreter's libraries": interpreter_state(),
+        "the layout's source/": digest_tree(layout / "source", skip_bytecode=False),
+    }
+
+
+def differences(before: dict[str, Any], after: dict[str, Any]) -> dict[str, list[str]]:
+    changed = {}
+    for part, old in before.items():
+        new = after[part]
+        paths = sorted(k for k in old.keys() | new.keys() if old.get(k) != new.get(k))
+        if paths:
+            changed[part] = paths[:10]
+    return changed
+
+
+def processes_mentioning(text: str) -> list[str]:
+    """Live processes whose command line mentions `text` (bubblewrap's names the layout's folders)."""
+    found = []
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit():
+            try:
+                with open(f"/proc/{entry.name}/cmdline", "rb") as f:
+                    cmdline = f.read().replace(b"\0", b" ").decode(errors="replace")
+            except OSError:
+                continue
+            if text in cmdline:
+                found.append(f"{entry.name}: {cmdline[:200]}")
+    return found
+
+
+def sandbox_processes() -> set[int]:
+    """Processes of the sandbox: a worker (its script sits in a kvlab-sandbox-* folder) or any
+    process of the unprivileged user (root only: otherwise that is the grading user itself)."""
+    found = set()
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry.name}/cmdline", "rb") as f:
+                cmdline = f.read()
+            uid = os.stat(f"/proc/{entry.name}").st_uid
+        except OSError:
+            continue
+        if b"kvlab-sandbox-" in cmdline or (IS_ROOT and uid == SANDBOX_UID):
+            found.add(int(entry.name))
+    return found
+
+
+def sandbox_uid() -> int:
+    import pwd
+
+    for name in ("kvlab-sandbox", "nobody"):
+        try:
+            return pwd.getpwnam(name).pw_uid
+        except KeyError:
+            continue
+    return -1
+
+
+SANDBOX_UID = sandbox_uid()
+
+
+# ----- grading ----------------------------------------------------------------------------------------
+
+@dataclass
+class Graded:
+    results: dict[str, Any] | None  # None: no results.json at all
+    problem: str | None  # why results.json is missing or invalid
+    log: str  # run_autograder's stdout and stderr (the staff's log on Gradescope)
+    seconds: float
+
+
+@dataclass
+class Outcome:
+    hostile: Graded
+    clean: Graded
+    changed: dict[str, list[str]]
+    stray: list[str]
+    planted_ran: list[str]
+    submitted: str
+
+
+def make_layout(root: Path, package: Path) -> Path:
+    """A folder laid out like Gradescope's /autograder after setup.sh (see autograder/grade.py)."""
+    root.mkdir(parents=True)
+    os.chmod(root, 0o755)
+    unpack(package, root / "source")
+    (root / "source").chmod(0o700)
+    (root / "results").mkdir()
+    marker = root / "marker"
+    marker.mkdir()
+    os.chmod(marker, 0o777)
+    return root
+
+
+def grade(layout: Path, files: dict[str, str], env: dict[str, str], budget: float) -> Graded:
+    """Put `files` in the layout's submission/ and run source/run_autograder as Gradescope does."""
+    submission = layout / "submission"
+    shutil.rmtree(submission, ignore_errors=True)
+    submission.mkdir()
+    for name, text in files.items():
+        (submission / name).write_text(text)
+    env = {**env, "AUTOGRADER_ROOT": str(layout), "KVLAB_TIME_BUDGET": str(budget)}
+    started = time.monotonic()
+    process = subprocess.Popen([str(layout / "source" / "run_autograder")], cwd=layout, env=env,
+                               stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                               start_new_session=True)
+    try:
+        out, _ = process.communicate(timeout=3 * budget + 60)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        out, _ = process.communicate()
+        out += b"\n[test_hostile: run_autograder was killed: it ran far past its budget]\n"
+    seconds = time.monotonic() - started
+    path = layout / "results" / "results.json"
+    results, problem = None, None
+    try:
+        results = json.loads(path.read_text(encoding="utf-8"))
+        validate(results)
+    except Exception as error:  # noqa: BLE001 - any way the file is unusable is the finding
+        problem = f"{type(error).__name__}: {str(error)[:500]}"
+    return Graded(results, problem, out.decode(errors="replace"), seconds)
+
+
+def run_case(case: Case, package: Path, base: Path, env: dict[str, str]) -> Outcome:
+    layout = make_layout(base / re.sub(r"\W+", "-", case.name), package)
+    marker = str(layout / "marker")
+    submitted = HONEST[case.honest] + ("\n\n# ----- hostile payload -----\n" + case.payload if case.payload else "")
+    submitted = submitted.replace("@MARKER@", marker)
+    files = {"kv_decode.py": submitted, **{k: v.replace("@MARKER@", marker) for k, v in case.files.items()}}
+    before = environment(layout)
+    hostile = grade(layout, files, env, case.budget)
+    after_hostile = environment(layout)
+    # The next submission in the same folder: the reference solution.
+    clean = grade(layout, {"kv_decode.py": SOLUTION.read_text()}, env, TIME_BUDGET)
+    after_clean = environment(layout)
+    changed = differences(before, after_hostile)
+    for part, paths in differences(after_hostile, after_clean).items():
+        changed.setdefault(part + " (after the clean grading)", paths)
+    stray = []
+    deadline = time.monotonic() + 3.0
+    while True:  # bubblewrap's command line names the layout's folders
+        stray = processes_mentioning(str(layout))
+        if not stray or time.monotonic() > deadline:
+            break
+        time.sleep(0.1)
+    return Outcome(hostile, clean, changed, stray, sorted(os.listdir(marker)), submitted)
+
+
+@dataclass
+class Campaign:
+    honest: dict[str, Graded]
+    outcomes: dict[str, Outcome]
+    sandbox_before: set[int]  # sandbox processes (of other gradings on this machine) before the suite
+    sandbox_after: set[int]  # and right after its last grading
+    seconds: float
+
+
+@pytest.fixture(scope="session")
+def campaign(tmp_path_factory: pytest.TempPathFactory) -> Campaign:
+    """Every honest part and every case, graded once, in parallel."""
+    started = time.monotonic()
+    base = tmp_path_factory.mktemp("hostile")
+    package = build(ASSIGNMENT, base / "dist")
+    # jsonschema imports rfc3987_syntax when it is installed (the instructor venv has it, the
+    # Gradescope image does not): building its grammar costs most of a second per process, twice per
+    # grading, for a format check the schema never uses. A stand-in that is absent keeps the suite fast.
+    stand_in = base / "no-rfc3987" / "rfc3987_syntax"
+    stand_in.mkdir(parents=True)
+    (stand_in / "__init__.py").write_text('raise ImportError("not in the Gradescope image")\n')
+    env = {
+        **{k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "KVLAB_"))},
+        "KVLAB_PYTHON": sys.executable, "KVLAB_CALL_TIMEOUT": str(CALL_TIMEOUT),
+        "PYTHONDONTWRITEBYTECODE": "1", "PYTHONPATH": str(stand_in.parent),
+    }
+    sandbox_before = sandbox_processes()
+    runnable = [case for case in CASES if IS_ROOT or not case.root_only]
+    # A file anyone may write, among the interpreter's packages: the worker must not be able to
+    # write it (the payloads append to every writable file they find there). Root only: the venv
+    # belongs to root.
+    canary = SITE_PACKAGES / f"kvlab-hostile-canary-{os.getpid()}.txt"
+    if IS_ROOT:
+        canary.write_text("canary\n")
+        os.chmod(canary, 0o666)
+    try:
+        with concurrent.futures.ThreadPoolExecutor(PARALLEL) as pool:
+            honest_jobs = {}
+            for name, text in HONEST.items():
+                layout = make_layout(base / f"honest-{name}", package)
+                honest_jobs[name] = pool.submit(grade, layout, {"kv_decode.py": text}, env, TIME_BUDGET)
+            case_jobs = {case.name: pool.submit(run_case, case, package, base, env) for case in runnable}
+            honest = {name: job.result() for name, job in honest_jobs.items()}
+            outcomes = {name: job.result() for name, job in case_jobs.items()}
+        canary_text = canary.read_text() if IS_ROOT else "canary\n"
+    finally:
+        canary.unlink(missing_ok=True)
+    assert canary_text == "canary\n", f"a worker wrote into the world-writable canary {canary}: {canary_text!r}"
+    seconds = time.monotonic() - started
+    # Shown with -s (or -rA): what each grading scored and took.
+    print(f"\nhostile suite: {len(outcomes)} cases graded in {seconds:.1f} s")
+    for name, graded in honest.items():
+        print(f"  honest {name}: score {graded.results and graded.results['score']}, {graded.seconds:.1f} s")
+    for name, outcome in outcomes.items():
+        score = outcome.hostile.results and outcome.hostile.results["score"]
+        print(f"  {name}: score {score}, {outcome.hostile.seconds:.1f} s (+ clean {outcome.clean.seconds:.1f} s)")
+    return Campaign(honest, outcomes, sandbox_before, sandbox_processes(), seconds)
+
+
+# ----- the checks -------------------------------------------------------------------------------------
+
+def passed_tests(results: dict[str, Any]) -> set[str]:
+    return {t["name"] for t in results["tests"] if t["status"] == "passed"}
+
+
+def all_text(results: dict[str, Any]) -> str:
+    """Every string in results.json (decoded, so an escaped quote is a quote)."""
+    def strings(value: Any) -> list[str]:
+        if isinstance(value, str):
+            return [value]
+        if isinstance(value, dict):
+            return [s for v in value.values() for s in strings(v)]
+        if isinstance(value, list):
+            return [s for v in value for s in strings(v)]
+        return []
+    return "\n".join(strings(results))
+
+
+@pytest.mark.parametrize("variant", sorted(HONEST))
+def test_honest_parts_grade_as_expected(campaign: Campaign, variant: str) -> None:
+    graded = campaign.honest[variant]
+    assert graded.results is not None, f"{variant}: {graded.problem}\n{graded.log[-3000:]}"
+    assert graded.results["extra_data"]["status"] == "graded", f"{variant}: {graded.results['output']}"
+    score = graded.results["score"]
+    expected = {"starter": lambda s: s == 0, "no_decode": lambda s: 0 < s < 100, "no_update": lambda s: 0 < s < 100}
+    assert expected[variant](score), f"the honest part {variant} scored {score}"
+
+
+@pytest.mark.parametrize("case", CASES, ids=CASE_IDS)
+def test_hostile_submission(campaign: Campaign, case: Case) -> None:
+    if case.root_only and not IS_ROOT:
+        pytest.skip(f"needs root-level isolation: {case.root_only}")
+    outcome = campaign.outcomes[case.name]
+    hostile, honest = outcome.hostile, campaign.honest[case.honest].results
+    assert honest is not None, f"the honest part {case.honest} was not graded"
+    log = hostile.log[-4000:]
+
+    # (1) a valid results.json, always
+    assert hostile.results is not None, f"no valid results.json: {hostile.problem}\nrun_autograder's log:\n{log}"
+    results = hostile.results
+    status = results["extra_data"]["status"]
+    tamper_detected = case.writes_grader_files and not IS_ROOT
+    if tamper_detected:
+        # The worker could write the grader's files: the runner must notice and refuse to score.
+        assert status == "grader_fault" and results["score"] == 0, (
+            f"the payload could write the grader's files and the grader did not notice: status {status}, "
+            f"score {results['score']}\n{log}"
+        )
+        assert "the grader's files changed while the student's code ran" in hostile.log, f"log:\n{log}"
+    else:
+        assert status == "graded", f"the attack made the grader fail ({results['output']})\n{log}"
+
+    # (2) no points beyond the honest part's
+    assert results["score"] <= honest["score"], (
+        f"the attack scored {results['score']}, the honest part {case.honest} alone {honest['score']}; "
+        f"passed beyond it: {sorted(passed_tests(results) - passed_tests(honest))}"
+    )
+    extra = passed_tests(results) - passed_tests(honest)
+    assert not extra, f"tests passed only thanks to the attack: {sorted(extra)}"
+    if not case.breaks and not tamper_detected:
+        lost = sorted(passed_tests(honest) - passed_tests(results))
+        assert results["score"] == honest["score"], (
+            f"the attack should leave the honest code's {honest['score']} points alone, got {results['score']}; "
+            f"lost: {lost[:5]}"
+        )
+
+    # the student is told what happened (a grader fault has no per-test results to tell it in)
+    outputs = "\n".join(t["output"] for t in results["tests"])
+    for text in case.says if not tamper_detected else ():
+        assert text in outputs, f"no test output says {text!r}; outputs include:\n{outputs[:3000]}"
+    assert len(json.dumps(results)) < 1_000_000, f"results.json is {len(json.dumps(results))} bytes"
+
+    # (3) nothing hidden reaches the student or the log
+    for where, text in (("results.json", all_text(results)), ("run_autograder's output", hostile.log)):
+        found = leaks(text, outcome.submitted)
+        assert not found, f"{where} shows hidden-test or solution text: {found[:3]}"
+
+    # (4) within the budget
+    bound = case.budget + min(case.budget, 60.0) + START_AND_CHECK_SECONDS
+    assert hostile.seconds <= bound, f"grading took {hostile.seconds:.1f} s; the bound is {bound:.0f} s"
+
+    # (5) nothing left behind
+    if not tamper_detected:
+        assert not outcome.changed, f"the grading changed its environment: {outcome.changed}"
+    assert not outcome.stray, f"processes of this grading outlived it: {outcome.stray}"
+    assert not outcome.planted_ran, f"code the payload planted was executed later: {outcome.planted_ran}"
+    clean = outcome.clean
+    assert clean.results is not None, f"the next submission got no valid results.json: {clean.problem}"
+    assert clean.results["extra_data"]["status"] == "graded" and clean.results["score"] == 100, (
+        f"the reference graded right after the attack scored {clean.results['score']} "
+        f"({clean.results['extra_data']['status']}): {clean.results['output'][:2000]}"
+    )
+
+
+def test_no_sandbox_process_outlives_the_suite(campaign: Campaign) -> None:
+    """After every grading has ended, no worker and no process of the unprivileged user remains.
+
+    Only processes alive when the last grading ended count (another grading started meanwhile on
+    this machine is not ours), and they get a few seconds to go (a grading in progress elsewhere).
+    """
+    deadline = time.monotonic() + 15.0
+    while True:
+        left = (sandbox_processes() & campaign.sandbox_after) - campaign.sandbox_before
+        if not left or time.monotonic() > deadline:
+            break
+        time.sleep(0.1)
+    described = []
+    for pid in sorted(left):
+        try:
+            described.append(f"{pid}: {Path(f'/proc/{pid}/cmdline').read_bytes()[:200]!r}")
+        except OSError:
+            described.append(f"{pid}: (gone)")
+    assert not left, f"sandbox processes left after the suite: {described}"
+
+
+def test_suite_isolation_is_what_the_checks_assume(campaign: Campaign) -> None:
+    """As root the worker must be the unprivileged user under bubblewrap (what the cases rely on)."""
+    graded = campaign.honest["starter"]
+    assert graded.results is not None
+    isolation = "\n".join(graded.results["extra_data"]["isolation"])
+    if IS_ROOT:
+        assert "unprivileged user" in isolation, isolation
+        if "private filesystem view (bubblewrap)" not in isolation:
+            pytest.skip(f"bubblewrap unavailable here; isolation: {isolation}")
+        assert "only the system folders" in isolation, f"the worker should see only system folders:\n{isolation}"
+    else:
+        assert "reduced" in isolation, f"a non-root grader must report reduced isolation:\n{isolation}"
+
+
+# ----- the runner's own defences, directly --------------------------------------------------------
+
+def test_leak_check_sees_hidden_and_solution_text() -> None:
+    """The check of (3) must find what it looks for: any hidden test file, any solution region."""
+    assert len(HIDDEN_LINES) > 50 and len(SOLUTION_LINES) > 10, (len(HIDDEN_LINES), len(SOLUTION_LINES))
+    for path in sorted(REPO.glob("autograder/hidden/*/test_*.py")):
+        assert leaks(path.read_text(), ""), f"no distinctive line of {path} is recognised"
+    solution = SOLUTION.read_text()
+    assert leaks(solution, ""), "the solution's lines are not recognised"
+    stubbed_away = [line for line in leaks(solution, HONEST["no_decode"]) if line != "BEGIN SOLUTION"]
+    assert stubbed_away, "greedy_decode's solution lines must count as a leak for a submission that stubs it"
+    assert not leaks(HONEST["no_decode"], HONEST["no_decode"]), "a student's own code is not a leak"
+
+
+def test_limit_overrides_can_only_lower(monkeypatch: pytest.MonkeyPatch) -> None:
+    from autograder.harness.plugin import GraderFault
+    from autograder.harness.run import CALL_TIMEOUT_ENV, lowered_by_env
+
+    monkeypatch.delenv(CALL_TIMEOUT_ENV, raising=False)
+    assert lowered_by_env(10.0, CALL_TIMEOUT_ENV) == 10.0, "unset: the value stands"
+    monkeypatch.setenv(CALL_TIMEOUT_ENV, "2.5")
+    assert lowered_by_env(10.0, CALL_TIMEOUT_ENV) == 2.5, "a smaller value lowers the limit"
+    monkeypatch.setenv(CALL_TIMEOUT_ENV, "60")
+    assert lowered_by_env(10.0, CALL_TIMEOUT_ENV) == 10.0, "a larger value must never raise the limit"
+    for bad in ("soon", "nan", "-1", "0"):
+        monkeypatch.setenv(CALL_TIMEOUT_ENV, bad)
+        with pytest.raises(GraderFault, match=CALL_TIMEOUT_ENV):
+            lowered_by_env(10.0, CALL_TIMEOUT_ENV)
+    monkeypatch.setenv(CALL_TIMEOUT_ENV, "0")
+    assert lowered_by_env(480.0, CALL_TIMEOUT_ENV, allow_zero=True) == 0.0, "a zero budget is allowed"
+
+
+def test_watch_reports_every_kind_of_change(tmp_path: Path) -> None:
+    from autograder.harness.run import Watch
+
+    hashed, by_metadata = tmp_path / "hashed", tmp_path / "metadata"
+    for folder in (hashed, by_metadata):
+        (folder / "pkg").mkdir(parents=True)
+        (folder / "pkg" / "a.py").write_text("a = 1\n")
+        (folder / "pkg" / "b.py").write_text("b = 1\n")
+    watch = Watch(([hashed], [by_metadata]))
+    assert watch.changed() == [], "nothing changed yet"
+    (hashed / "pkg" / "a.py").write_text("a = 2\n")  # same size: only the content differs
+    os.utime(hashed / "pkg" / "a.py", ns=(0, 0))
+    (hashed / "pkg" / "__pycache__").mkdir()
+    (by_metadata / "pkg" / "b.py").write_text("b = 22\n")
+    (by_metadata / "zz.pth").write_text("import os\n")
+    changed = watch.changed()
+    for path in (hashed / "pkg" / "a.py", hashed / "pkg" / "__pycache__", by_metadata / "pkg" / "b.py",
+                 by_metadata / "zz.pth"):
+        assert str(path) in changed, f"{path} changed but Watch lists only {changed}"
