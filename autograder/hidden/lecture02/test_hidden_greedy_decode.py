@@ -40,10 +40,15 @@ def test_matches_reference(student: Any, config: str, batch: int, prompt_len: in
 def test_forward_sees_each_position_once(student: Any, batch: int, prompt_len: int, n_new: int) -> None:
     cfg, params = CONFIGS["GQA"], params_for("GQA")
     prompt = prompt_for(cfg, batch, prompt_len, seed=200 + n_new)
-    _, counts = student.call(
+    result, counts = student.call(
         "kvlab.counter:run_counted", student.kv_decode.greedy_decode, params, cfg, prompt, n_new
     )
-    problem = count_problem(counts, prompt_len, n_new, batch)
+    # The decode must also be right: the right count of positions over junk, with the answer taken
+    # from an uncounted copy of the model, earns nothing.
+    expected_tokens, expected_logits = generate(params, cfg, prompt, n_new)
+    problem = count_problem(counts, prompt_len, n_new, batch) or decode_problem(
+        result, prompt, n_new, expected_tokens, expected_logits, params, cfg
+    )
     assert problem is None, problem
 
 
