@@ -112,7 +112,7 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "task(name, points=1): the task a test grades and its points")
 
 
-def test_task(item: pytest.Item) -> tuple[str, float]:
+def task_of(item: pytest.Item) -> tuple[str, float]:
     """(task name, points) of a collected test; a test without the marker is worth nothing."""
     marker = item.get_closest_marker("task")
     if marker is None:
@@ -122,13 +122,13 @@ def test_task(item: pytest.Item) -> tuple[str, float]:
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
-        item.user_properties.append(("task", test_task(item)))
+        item.user_properties.append(("task", task_of(item)))
     task = config.getoption("--task")
     if task is None:
         return
-    keep = [item for item in items if test_task(item)[0] == task]
+    keep = [item for item in items if task_of(item)[0] == task]
     if not keep:
-        known = sorted({test_task(item)[0] for item in items})
+        known = sorted({task_of(item)[0] for item in items})
         raise pytest.UsageError(f"no tests for task {task!r}; tasks: {', '.join(known)}")
     config.hook.pytest_deselected(items=[item for item in items if item not in keep])
     items[:] = keep
@@ -142,6 +142,8 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     if report.when != "call" and not (report.when == "setup" and not report.passed):
         return
     task, points = dict(report.user_properties).get("task", ("ungraded", 0.0))
+    if task == "ungraded":
+        return
     _scores[task][1] += points
     if report.passed:
         _scores[task][0] += points

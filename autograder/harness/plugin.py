@@ -43,7 +43,7 @@ from autograder.harness.sandbox import (
     WorkerDied,
     WorkerTimeout,
 )
-from kvlab.testing import Submission, SubmissionError, missing_file_message, test_task
+from kvlab.testing import Submission, SubmissionError, missing_file_message, task_of
 
 
 # The worker stopped (or was stopped): their messages say why, in words, with no traceback.
@@ -346,7 +346,7 @@ class Grading:
         hidden = self.assignment.hidden_tests.resolve()
         totals: dict[str, float] = {task.name: 0.0 for task in self.assignment.tasks}
         for item in items:
-            task, points = test_task(item)
+            task, points = task_of(item)
             if task not in totals:
                 self.fault(f"{item.nodeid}: task {task!r} is not in assignment.json")
                 continue
