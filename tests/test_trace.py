@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from kvlab import trace as kt
+from tools.bench import floor_hit_ratio
 
 SEEDS = (0, 1, 2)
 
@@ -22,23 +23,6 @@ SEEDS = (0, 1, 2)
 def traces() -> dict[int, list[kt.Request]]:
     # make_trace takes about 0.1 s; generating each seed once keeps the file fast.
     return {seed: kt.make_trace(seed) for seed in SEEDS}
-
-
-def unlimited_hit_ratio(trace: list[kt.Request]) -> float:
-    """Token-weighted hit ratio of a cache that never evicts: a block hits once any earlier request
-    contained it, and a request's hit tokens are its leading run of hit blocks (capped at its input)."""
-    seen: set[int] = set()
-    hit = total = 0
-    for request in trace:
-        n = 0
-        for block in request.blocks:
-            if block not in seen:
-                break
-            n += 1
-        hit += min(n * kt.BLOCK, request.input_len)
-        total += request.input_len
-        seen.update(request.blocks)
-    return hit / total
 
 
 def follow_up_share(trace: list[kt.Request]) -> float:
@@ -127,7 +111,7 @@ def test_statistics_like_mooncake_tool_agent(traces: dict[int, list[kt.Request]]
     top = sum(accesses[: len(accesses) // 100]) / sum(accesses)
     assert top >= 0.25, f"seed {seed}: the hottest 1% of blocks take {top:.0%} of accesses, expected >= 25%"
 
-    ratio = unlimited_hit_ratio(trace)
+    ratio = floor_hit_ratio(trace)
     assert 0.5 <= ratio <= 0.6, f"seed {seed}: unlimited-cache hit ratio {ratio:.3f}, expected 0.5-0.6"
     follow = follow_up_share(trace)
     assert follow >= 0.2, (
