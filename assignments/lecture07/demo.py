@@ -35,7 +35,8 @@ from kvlab import costs  # noqa: E402
 from kvlab.model import TINY, forward, init_params  # noqa: E402
 from kvlab.specs import HARDWARE, MODELS  # noqa: E402
 from kvlab.tables import format_table, human_bytes, human_flops, human_ratio  # noqa: E402
-from kvlab.trace import BLOCK, Request, load_mooncake_trace, make_trace, mooncake_dir, trace_stats  # noqa: E402
+from kvlab.trace import (BLOCK, MOONCAKE_SOURCE, Request, load_mooncake_trace, make_trace, mooncake_dir,  # noqa: E402
+                         trace_stats)
 
 DEFAULT_PLOT = Path("dist") / "lecture07-hit-ratio.png"
 
@@ -199,8 +200,9 @@ def load_real_traces() -> tuple[list[tuple[str, list[Request], str]], list[str]]
             absent.append(file)
     if not absent:
         return present, []
-    return present, [f"Mooncake traces absent from {folder} ({', '.join(absent)}): set KVLAB_MOONCAKE_DIR "
-                     "to the folder holding them."]
+    return present, [f"Mooncake traces absent from {folder} ({', '.join(absent)}): `make traces` in the repository "
+                     f"puts them there; or download them from {MOONCAKE_SOURCE} and set KVLAB_MOONCAKE_DIR to "
+                     "their folder."]
 
 
 def table_hit_ratios(student: Student, synthetic: list[Request],
