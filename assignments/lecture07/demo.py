@@ -200,9 +200,9 @@ def load_real_traces() -> tuple[list[tuple[str, list[Request], str]], list[str]]
             absent.append(file)
     if not absent:
         return present, []
-    return present, [f"Mooncake traces absent from {folder} ({', '.join(absent)}): `make traces` in the repository "
-                     f"puts them there; or download them from {MOONCAKE_SOURCE} and set KVLAB_MOONCAKE_DIR to "
-                     "their folder."]
+    return present, [f"Mooncake traces absent from {folder} ({', '.join(absent)}): download them from "
+                     f"{MOONCAKE_SOURCE} into that folder (in the repository: `make traces`), or set "
+                     "KVLAB_MOONCAKE_DIR to a folder holding them."]
 
 
 def table_hit_ratios(student: Student, synthetic: list[Request],
