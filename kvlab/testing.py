@@ -3,8 +3,8 @@
 It gives tests the `student` fixture (the submitted modules, imported in this process so a student
 sees real tracebacks), the `task(name, points=N)` marker, `--task` to run one task's tests, a
 table of the public tests' results by task (labelled as not the grade), and the comparison helpers
-whose messages say what differed, where, and why. The grader swaps in a sandboxed `student` fixture with the same behaviour
-(`autograder/harness/plugin.py`); tests never reach student code any other way.
+whose messages say what differed, where, and why. The grader swaps in a sandboxed `student` fixture
+with the same behaviour (`autograder/harness/plugin.py`); tests never reach student code any other way.
 """
 from __future__ import annotations
 
@@ -211,6 +211,7 @@ def pytest_assertrepr_compare(config: pytest.Config, op: str, left: Any, right: 
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_call(item: pytest.Item) -> Any:
+    """Cut the marker's line (and pytest's "where" lines under it) from a failed assertion's text."""
     try:
         return (yield)
     except AssertionError as error:

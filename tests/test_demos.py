@@ -14,7 +14,9 @@ import os
 import re
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
@@ -95,33 +97,32 @@ def stubbed(assignment_id: str, name: str, definitions: set[str]) -> str:
     return "".join(pieces) + text[end:]
 
 
+class ReferenceRuns:
+    """Each assignment's demo run on its reference solution: once, when first asked for."""
+
+    def __init__(self, tmp_path_factory: pytest.TempPathFactory) -> None:
+        self.tmp_path_factory = tmp_path_factory
+        self.runs: dict[str, tuple[Path, subprocess.CompletedProcess[str]]] = {}
+
+    def __call__(self, assignment_id: str) -> tuple[Path, subprocess.CompletedProcess[str]]:
+        """(the folder it ran in, the run)."""
+        if assignment_id not in self.runs:
+            # From an empty folder, so the default (current directory) does not find the student's files.
+            cwd = self.tmp_path_factory.mktemp(f"{assignment_id}-reference")
+            args = ("--plot", str(cwd / "hit-ratio.png")) if assignment_id == "lecture07" else ()
+            solution = REPO / "solutions" / assignment_id
+            self.runs[assignment_id] = cwd, run_demo(assignment_id, cwd, "--submission", str(solution), *args)
+        return self.runs[assignment_id]
+
+
 @pytest.fixture(scope="module")
-def reference_runs() -> dict[str, tuple[Path, subprocess.CompletedProcess[str]]]:
-    """assignment id -> (the run's folder, the demo's run on the reference), each run once, on demand."""
-    return {}
-
-
-def reference_run(runs: dict[str, tuple[Path, subprocess.CompletedProcess[str]]], assignment_id: str,
-                  tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, subprocess.CompletedProcess[str]]:
-    if assignment_id not in runs:
-        # From an empty folder, so the default (current directory) does not find the student's files.
-        cwd = tmp_path_factory.mktemp(f"{assignment_id}-reference")
-        args = ("--plot", str(cwd / "hit-ratio.png")) if assignment_id == "lecture07" else ()
-        runs[assignment_id] = cwd, run_demo(assignment_id, cwd, "--submission", str(REPO / "solutions" / assignment_id), *args)
-    return runs[assignment_id]
-
-
-@pytest.fixture
-def reference(request: pytest.FixtureRequest, reference_runs: dict, tmp_path_factory: pytest.TempPathFactory
-              ) -> subprocess.CompletedProcess[str]:
-    """The demo's run on the reference solution of the assignment named by the test's parameter."""
-    return reference_run(reference_runs, request.param, tmp_path_factory)[1]
+def reference_runs(tmp_path_factory: pytest.TempPathFactory) -> ReferenceRuns:
+    return ReferenceRuns(tmp_path_factory)
 
 
 @pytest.mark.parametrize("assignment_id", DEMOS)
-def test_demo_prints_its_tables_on_the_reference(assignment_id: str, reference_runs: dict,
-                                                 tmp_path_factory: pytest.TempPathFactory) -> None:
-    _, run = reference_run(reference_runs, assignment_id, tmp_path_factory)
+def test_demo_prints_its_tables_on_the_reference(assignment_id: str, reference_runs: ReferenceRuns) -> None:
+    _, run = reference_runs(assignment_id)
     problem = clean_exit(run)
     assert problem is None, f"{assignment_id}: the demo should run cleanly on the reference; {problem}"
     assert "not implemented" not in run.stdout, f"{assignment_id}: the reference has no stubs:\n{run.stdout}"
@@ -207,7 +208,8 @@ def _library_stub() -> None:
     (lambda m: m.call(_library_stub), "call is not implemented yet: skipped"),
     (lambda m: _library_stub(), None),
 ], ids=["stub-message-names-task", "bare-raise-in-helper-names-caller", "raised-beyond-student-code", "no-student-frame"])
-def test_not_implemented_message(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, make, expected: str | None) -> None:
+def test_not_implemented_message(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, make: Callable[[ModuleType], object],
+                                 expected: str | None) -> None:
     # load_module registers the module and puts its folder on sys.path: undo both afterwards.
     monkeypatch.setattr(sys, "path", list(sys.path))
     monkeypatch.setitem(sys.modules, "stubs", None)
@@ -229,8 +231,8 @@ def test_not_implemented_message(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 
 # Lecture 2: the lecture's figures.
 
-@pytest.mark.parametrize("reference", ["lecture02"], indirect=True)
-def test_lecture02_correct_cache_and_the_two_bugs(reference: subprocess.CompletedProcess[str]) -> None:
+def test_lecture02_correct_cache_and_the_two_bugs(reference_runs: ReferenceRuns) -> None:
+    reference = reference_runs("lecture02")[1]
     rows = {row[0]: row for row in table(reference.stdout, "(1)")}
     correct = rows["your greedy_decode"]
     assert correct[1] == "yes" and number(correct[2]) < 1e-12, f"the correct cache should match the reference: {correct}"
@@ -239,8 +241,8 @@ def test_lecture02_correct_cache_and_the_two_bugs(reference: subprocess.Complete
         assert rows[bug][4].startswith("step 1:"), f"{bug}: the first wrong token should come at step 1: {rows[bug]}"
 
 
-@pytest.mark.parametrize("reference", ["lecture02"], indirect=True)
-def test_lecture02_flop_ratios_are_the_lectures(reference: subprocess.CompletedProcess[str]) -> None:
+def test_lecture02_flop_ratios_are_the_lectures(reference_runs: ReferenceRuns) -> None:
+    reference = reference_runs("lecture02")[1]
     small = {row[0]: row for row in table(reference.stdout, "(2a)")}
     assert set(small) == {"64", "128", "256"}, f"table (2a) should have rows for 64, 128 and 256 new tokens: {small}"
     assert 130 <= number(small["256"][3]) <= 150, f"about 140x fewer FLOPs at 256 new tokens: {small['256']}"
@@ -249,8 +251,8 @@ def test_lecture02_flop_ratios_are_the_lectures(reference: subprocess.CompletedP
     assert 3800 <= number(llama["1,000", "8,000"][4]) <= 4200, f"about 4000x for 8000 tokens after 1000: {llama}"
 
 
-@pytest.mark.parametrize("reference", ["lecture02"], indirect=True)
-def test_lecture02_memory_and_batching_tables_agree(reference: subprocess.CompletedProcess[str]) -> None:
+def test_lecture02_memory_and_batching_tables_agree(reference_runs: ReferenceRuns) -> None:
+    reference = reference_runs("lecture02")[1]
     sizes = table(reference.stdout, "(3a)")
     assert sizes and all(row[-1] == "yes" for row in sizes), f"nbytes, kv_cache_bytes and the formula should agree: {sizes}"
     crossover = {row[0]: row for row in table(reference.stdout, "(3c)")}
@@ -263,9 +265,9 @@ def test_lecture02_memory_and_batching_tables_agree(reference: subprocess.Comple
     assert intensities == sorted(intensities) and intensities[-1] < 295, f"intensity grows with B, below the ridge: {intensities}"
 
 
-@pytest.mark.parametrize("reference", ["lecture02"], indirect=True)
 def test_lecture02_published_figure_stands_in_for_kv_bytes_per_token(
-        tmp_path: Path, reference: subprocess.CompletedProcess[str]) -> None:
+        tmp_path: Path, reference_runs: ReferenceRuns) -> None:
+    reference = reference_runs("lecture02")[1]
     (tmp_path / "kv_decode.py").write_text(stubbed("lecture02", "kv_decode.py", {"kv_bytes_per_token"}), encoding="utf-8")
     run = run_demo("lecture02", tmp_path)
     problem = clean_exit(run)
@@ -288,9 +290,9 @@ def test_lecture02_published_figure_stands_in_for_kv_bytes_per_token(
 
 # Lecture 7: the lecture's figures.
 
-@pytest.mark.parametrize("reference", ["lecture07"], indirect=True)
-def test_lecture07_plot_and_hashes(reference: subprocess.CompletedProcess[str], reference_runs: dict) -> None:
-    plot = reference_runs["lecture07"][0] / "hit-ratio.png"
+def test_lecture07_plot_and_hashes(reference_runs: ReferenceRuns) -> None:
+    folder, reference = reference_runs("lecture07")
+    plot = folder / "hit-ratio.png"
     assert plot.is_file() and plot.read_bytes()[:8] == PNG_SIGNATURE, f"--plot should write a PNG to {plot}"
     rows = table(reference.stdout, "(1)")
     assert [row[0] for row in rows] == ["0", "1", "2", "3", "4"], f"table (1) should list blocks 0-4: {rows}"
@@ -309,13 +311,13 @@ def test_lecture07_plot_and_hashes(reference: subprocess.CompletedProcess[str], 
 # Full blocks cached: the 5 of the prefix plus the questions' own, floor((80 + q) / 16) - 5 each:
 # 1+1+1+2+2+2+2+2 = 13, so 18. 341-token prefix = 21 full blocks (336 tokens): the first request
 # computes 365, each later one 5 + its question: 365 + 7 * 5 + 252 = 652 of 3,004.
-@pytest.mark.parametrize("reference", ["lecture07"], indirect=True)
 @pytest.mark.parametrize("prefix, expected", [
     ("80 (1-shot)", {"input": 916, "computed": 356, "saved": 560, "blocks": 18}),
     ("341 (5-shot)", {"input": 3004, "computed": 652, "saved": 2352}),
 ])
-def test_lecture07_shared_prefix_saves_what_was_derived_by_hand(reference: subprocess.CompletedProcess[str], prefix: str,
+def test_lecture07_shared_prefix_saves_what_was_derived_by_hand(reference_runs: ReferenceRuns, prefix: str,
                                                                 expected: dict[str, int]) -> None:
+    reference = reference_runs("lecture07")[1]
     rows = {row[0]: row for row in table(reference.stdout, "(2)")}
     assert prefix in rows, f"table (2) should have a row for the {prefix} prefix: {rows}"
     row = rows[prefix]
@@ -325,8 +327,8 @@ def test_lecture07_shared_prefix_saves_what_was_derived_by_hand(reference: subpr
     assert number(row[7]) < 1e-12, f"{prefix}: sharing blocks must not change the logits: max diff {row[7]}"
 
 
-@pytest.mark.parametrize("reference", ["lecture07"], indirect=True)
-def test_lecture07_hit_ratios_gpu_time_and_storage(reference: subprocess.CompletedProcess[str]) -> None:
+def test_lecture07_hit_ratios_gpu_time_and_storage(reference_runs: ReferenceRuns) -> None:
+    reference = reference_runs("lecture07")[1]
     rows = [row for row in table(reference.stdout, "(3b)") if row[1] == "LRU (yours)"]
     assert rows and rows[0][0] == "make_trace(seed=0)", f"table (3b) should start with the synthetic trace's LRU row: {rows}"
     for row in rows:
