@@ -10,16 +10,29 @@ OUT ?= dist/$(A)-results.json
 SUBS ?=
 JOBS ?= 2
 
-.PHONY: all venv starter release autograder grade grade-all grade-reference demo bench test check-py310 clean
+.PHONY: all venv traces starter release autograder grade grade-all grade-reference demo bench test check-py310 clean
 
-all: venv starter release autograder grade-reference
+# Ends with one line naming `make traces` when the real traces could not be installed.
+all: venv traces starter release autograder grade-reference
+	@$(PY) -m tools.traces --check
 
+# The stamp is written only after a complete install; without it (an install that failed or was
+# interrupted) the venv is deleted and built again. The Python version is checked first.
 $(VENV)/.installed: requirements/student.txt requirements/grader.txt requirements/instructor.txt
+	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 10))' 2>/dev/null || { \
+	  echo "kvlab needs Python 3.10 or newer; $(PYTHON) is $$($(PYTHON) --version 2>&1 || echo missing)." \
+	       "Run make PYTHON=python3.1x with a newer one."; exit 1; }
+	rm -rf $(VENV)
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet -r requirements/instructor.txt
 	touch $@
 
 venv: $(VENV)/.installed
+
+# The real Mooncake traces into data/mooncake/ (ignored by git), from a local copy or their
+# published commit, SHA-256 checked (tools/traces.py). Without either, one line says so; exit 0.
+traces: venv
+	$(PY) -m tools.traces
 
 starter: venv
 	$(PY) -m tools.make_starter
@@ -49,7 +62,7 @@ bench: venv
 check-py310: venv
 	$(VENV)/bin/vermin --target=3.10- --violations --no-tips --eval-annotations --backport dataclasses kvlab solutions starter assignments autograder tools tests
 
-test: venv check-py310
+test: venv traces check-py310
 	$(PY) -m pytest
 
 clean:

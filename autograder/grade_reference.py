@@ -14,7 +14,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from autograder.build import build
+from autograder.build import MissingTraces, build
 from autograder.grade import EXIT_USAGE, grade_submission, report
 from autograder.harness.assignment import REPO_ROOT, AssignmentError, load_assignment
 
@@ -44,7 +44,11 @@ def main(argv: list[str] | None = None) -> int:
     problems = []
     with tempfile.TemporaryDirectory(prefix="kvlab-reference-") as name:
         for assignment_id in args.assignments:
-            package = build(assignment_id, Path(name))
+            try:
+                package = build(assignment_id, Path(name))
+            except MissingTraces as error:
+                print(f"== reference solution of {assignment_id}: not graded. {error}\n")
+                continue
             graded = grade_submission(package, REPO_ROOT / "solutions" / assignment_id,
                                       Path(name) / f"{assignment_id}-results.json")
             print(f"== reference solution of {assignment_id}\n{report(graded.results, graded.log)}\n")

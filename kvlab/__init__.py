@@ -3,6 +3,6 @@
 Modules: `model` (the Llama-style numpy model and its no-cache reference), `counter` (operations
 counted as the model runs), `costs` (the same, analytically, for real models), `specs` (real models
 and accelerators), `tables` (console tables), `paged` (paged attention), `trace` (request traces),
-`demo` (helpers shared by the lecture demos), `testing` (the pytest plugin behind `make test`) and
+`demo` (the runner of the lecture demos), `testing` (the pytest plugin behind `make test`) and
 `probe` (batched reads of student objects, for tests).
 """

@@ -2,9 +2,9 @@
 
 It gives tests the `student` fixture (the submitted modules, imported in this process so a student
 sees real tracebacks), the `task(name, points=N)` marker, `--task` to run one task's tests, a
-per-task points summary, and the comparison helpers whose messages say what differed, where, and
-why. The grader swaps in a sandboxed `student` fixture with the same behaviour
-(`autograder/harness/plugin.py`); tests never reach student code any other way.
+table of the public tests' results by task (labelled as not the grade), and the comparison helpers
+whose messages say what differed, where, and why. The grader swaps in a sandboxed `student` fixture
+with the same behaviour (`autograder/harness/plugin.py`); tests never reach student code any other way.
 """
 from __future__ import annotations
 
@@ -110,6 +110,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "task(name, points=1): the task a test grades and its points")
+    config.pluginmanager.register(PublicTally(), "kvlab-public-tally")
 
 
 def task_of(item: pytest.Item) -> tuple[str, float]:
@@ -134,30 +135,91 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     items[:] = keep
 
 
-_scores: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0])
+def _assignment_points(items: Sequence[pytest.Item]) -> dict[str, float]:
+    """Task -> points from the assignment.json beside the tests' folder, {} when there is none.
+
+    In the repository it sits at assignments/<id>/assignment.json, beside tests/. Read as plain JSON
+    (only the tasks' names and points): kvlab ships to students without the grader's loader.
+    """
+    folders = {Path(item.path).resolve().parent for item in items}
+    for folder in sorted(folders):
+        for candidate in (folder.parent / "assignment.json", folder / "assignment.json"):
+            if candidate.is_file():
+                tasks = json.loads(candidate.read_text(encoding="utf-8")).get("tasks", [])
+                return {task["name"]: float(task["points"]) for task in tasks}
+    return {}
 
 
-def pytest_runtest_logreport(report: pytest.TestReport) -> None:
-    """Tally points: a test counts once, at its call, or at its setup when that did not pass."""
-    if report.when != "call" and not (report.when == "setup" and not report.passed):
-        return
-    task, points = dict(report.user_properties).get("task", ("ungraded", 0.0))
-    if task == "ungraded":
-        return
-    _scores[task][1] += points
-    if report.passed:
-        _scores[task][0] += points
+class PublicTally:
+    """The table at the end of a public run: tests passed by task, and what each task is worth.
+
+    Tests, not points: the public tests' result is not the grade (the hidden tests grade), so it
+    is not dressed as one; each task's points in the grade come from assignment.json when found.
+    """
+
+    def __init__(self) -> None:
+        self.points: dict[str, float] = {}
+        self.counts: dict[str, list[int]] = defaultdict(lambda: [0, 0])
+
+    def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
+        self.points = _assignment_points(items)
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        """Count each test once: at its call, or at its setup when that did not pass."""
+        if report.when != "call" and not (report.when == "setup" and not report.passed):
+            return
+        task, _ = dict(report.user_properties).get("task", ("ungraded", 0.0))
+        if task != "ungraded":
+            self.counts[task][0] += int(report.passed)
+            self.counts[task][1] += 1
+
+    def lines(self) -> list[str]:
+        """One line per task, then all tasks: tests passed of run, and the points in the grade."""
+        passed, run = (sum(counts[i] for counts in self.counts.values()) for i in (0, 1))
+        total = (f"the hidden tests grade all {sum(self.points.values()):g} points" if self.points
+                 else "the hidden tests grade your submission")
+        rows = [(task, f"{p}/{r} tests passed", f"task worth {self.points[task]:g} points" if task in self.points else "")
+                for task, (p, r) in sorted(self.counts.items())]
+        if len(rows) > 1:
+            rows.append(("all tasks", f"{passed}/{run} tests passed", total))
+        widths = [max(len(row[i]) for row in rows) for i in (0, 1)]
+        return [f"{task:<{widths[0]}}  {result:<{widths[1]}}  {worth}".rstrip() for task, result, worth in rows]
+
+    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        if not self.counts:
+            return
+        # write_sep, not section: after section the reporter still believes a line is open, and
+        # its first write_line starts with a blank line.
+        terminalreporter.write_sep("=", "public tests (not your grade)")
+        for line in self.lines():
+            terminalreporter.write_line(line)
 
 
-def pytest_terminal_summary(terminalreporter: Any) -> None:
-    if not _scores:
-        return
-    terminalreporter.section("points by task")
-    for task, (earned, possible) in sorted(_scores.items()):
-        terminalreporter.write_line(f"{task:<20} {earned:6.1f} / {possible:6.1f}")
-    earned = sum(e for e, _ in _scores.values())
-    possible = sum(p for _, p in _scores.values())
-    terminalreporter.write_line(f"{'total':<20} {earned:6.1f} / {possible:6.1f}")
+# Why a failure message printed twice: with assertion rewriting (pytest's default, so a student's
+# `make test`), a failed `assert problem is None, problem` shows the message, then pytest's own
+# account of the expression, which is the message again: `assert '<message>' is None`. The grader
+# runs with --assert=plain and shows the message only. These two hooks make the public run read the
+# same: the account of `<str> is None` becomes a marker, and the marker's line is cut from the failure.
+_MESSAGE_ABOVE = "<kvlab: see the message above>"
+
+
+def pytest_assertrepr_compare(config: pytest.Config, op: str, left: Any, right: Any) -> list[str] | None:
+    if op == "is" and right is None and isinstance(left, str):
+        return [_MESSAGE_ABOVE]
+    return None
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Any:
+    """Cut the marker's line (and pytest's "where" lines under it) from a failed assertion's text."""
+    try:
+        return (yield)
+    except AssertionError as error:
+        text = error.args[0] if error.args and isinstance(error.args[0], str) else ""
+        cut = text.find(f"\nassert {_MESSAGE_ABOVE}")
+        if cut >= 0:
+            error.args = (text[:cut], *error.args[1:])
+        raise
 
 
 @pytest.fixture(scope="session")

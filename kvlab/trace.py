@@ -241,17 +241,22 @@ def load_mooncake_trace(path: str | os.PathLike[str]) -> list[Request]:
     return trace
 
 
+MOONCAKE_SOURCE = ("github.com/kvcache-ai/Mooncake, folder FAST25-release/traces/ at commit "
+                   "3cca71daccf2a7afb8fe3f0295358f70e3a69fdb (Apache-2.0)")
+"""Where the real traces are published (the FAST'25 release of the Mooncake paper)."""
+
+
 def mooncake_dir() -> Path:
     """The folder holding the real Mooncake traces (it may not exist).
 
-    The environment variable KVLAB_MOONCAKE_DIR when set and non-empty, else `../shared/data/mooncake`
-    relative to the repository root (the parent of the `kvlab` package directory).
+    The environment variable KVLAB_MOONCAKE_DIR when set and non-empty, else `data/mooncake` in the
+    folder holding the `kvlab` package (the repository or a student bundle), where `make traces`
+    puts them (see `MOONCAKE_SOURCE`).
     """
     configured = os.environ.get("KVLAB_MOONCAKE_DIR")
     if configured:
         return Path(configured)
-    root = Path(__file__).resolve().parent.parent
-    return (root.parent / "shared" / "data" / "mooncake").resolve()
+    return Path(__file__).resolve().parent.parent / "data" / "mooncake"
 
 
 def trace_stats(trace: Sequence[Request]) -> dict[str, float]:

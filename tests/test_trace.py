@@ -165,7 +165,7 @@ def test_trace_stats_on_a_hand_made_trace() -> None:
 def test_mooncake_dir_default_and_override(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.delenv("KVLAB_MOONCAKE_DIR", raising=False)
     root = Path(kt.__file__).resolve().parent.parent
-    expected = (root / ".." / "shared" / "data" / "mooncake").resolve()
+    expected = root / "data" / "mooncake"
     assert kt.mooncake_dir() == expected, f"default mooncake_dir() {kt.mooncake_dir()}, expected {expected}"
     monkeypatch.setenv("KVLAB_MOONCAKE_DIR", str(tmp_path))
     assert kt.mooncake_dir() == tmp_path, f"KVLAB_MOONCAKE_DIR={tmp_path} gave {kt.mooncake_dir()}"
@@ -178,7 +178,7 @@ def test_mooncake_dir_default_and_override(monkeypatch: pytest.MonkeyPatch, tmp_
 def test_load_real_trace(name: str, n_requests: int, avg_input: int, avg_output: int) -> None:
     path = kt.mooncake_dir() / name
     if not path.is_file():
-        pytest.skip(f"{path} not found; set KVLAB_MOONCAKE_DIR to the folder holding the Mooncake traces")
+        pytest.skip(f"{path} not found; run `make traces` or set KVLAB_MOONCAKE_DIR")
     trace = kt.load_mooncake_trace(path)
     assert len(trace) == n_requests, f"{name}: {len(trace)} requests, expected {n_requests}"
     got_input = sum(r.input_len for r in trace) / len(trace)

@@ -20,41 +20,22 @@ one line, not a traceback.
 """
 from __future__ import annotations
 
-import os
 import sys
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
-# The demo's matrices are small: one BLAS thread runs them faster than several, and keeps the
-# wall times steady on a shared machine. Set before numpy loads; an explicit setting wins.
-for _variable in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
-    os.environ.setdefault(_variable, "1")
+# Run as a script, only this file's folder is on sys.path: add the folder that holds kvlab/.
+sys.path.insert(0, str(next(p for p in Path(__file__).resolve().parents if (p / "kvlab").is_dir())))
 
+from kvlab.demo import Student, run, timed  # noqa: E402 - first: it sets the BLAS threads before numpy loads
 
-def _library_root() -> Path | None:
-    """The nearest folder at or above this file's that holds kvlab/ (repository or student bundle)."""
-    here = Path(__file__).resolve().parent
-    return next((folder for folder in (here, *here.parents) if (folder / "kvlab" / "__init__.py").is_file()), None)
+import numpy as np  # noqa: E402
 
-
-# Run as a script, only this file's folder is on sys.path: put kvlab's folder there before importing it.
-_ROOT = _library_root()
-if _ROOT is not None and str(_ROOT) not in sys.path:
-    sys.path.insert(0, str(_ROOT))
-
-import numpy as np
-
-from kvlab import costs, counter
-from kvlab.demo import load_module, parse_submission, skip_if_not_implemented, timed
-from kvlab.model import TINY, Config, forward, generate, init_params
-from kvlab.specs import HARDWARE, MODELS, ModelSpec
-from kvlab.tables import format_table, human_bytes, human_flops, human_ratio, human_seconds
-from kvlab.testing import LOGIT_ATOL, SubmissionError
-
-# Which task each contract name belongs to, for the "not implemented yet" lines.
-TASKS = {"KVCache": "kv_cache", "greedy_decode": "greedy_decode",
-         "kv_bytes_per_token": "kv_memory", "kv_cache_bytes": "kv_memory"}
+from kvlab import costs, counter  # noqa: E402
+from kvlab.model import TINY, Config, forward, generate, init_params  # noqa: E402
+from kvlab.specs import HARDWARE, MODELS, ModelSpec  # noqa: E402
+from kvlab.tables import format_table, human_bytes, human_flops, human_ratio, human_seconds  # noqa: E402
+from kvlab.testing import LOGIT_ATOL  # noqa: E402
 
 # Table (2)'s model: wide enough that a step is real work, small enough that recomputing 256 steps
 # without a cache takes seconds in numpy. Without a cache n new tokens cost n * (prompt + (n-1)/2)
@@ -69,19 +50,17 @@ LLAMA_8B, LLAMA_70B = MODELS["Llama-3.1-8B"], MODELS["Llama-3.1-70B"]
 H100 = HARDWARE["H100 SXM"]
 
 
-def kv_per_token(kv: ModuleType, spec: ModelSpec) -> tuple[int, str | None]:
+def kv_per_token(student: Student, spec: ModelSpec) -> tuple[int, str | None]:
     """(KV bytes per token of `spec` in BF16, note): your `kv_bytes_per_token`, and no note.
 
     Until it is implemented: the spec's published figure, and a note saying so for under the table.
     """
-    with skip_if_not_implemented(
-        kv, TASKS, f"{spec.name} uses its published figure, {spec.kv_bytes_per_token:,} bytes/token", echo=False,
-    ) as attempt:
-        return int(kv.kv_bytes_per_token(spec.n_layers, spec.n_kv_heads, spec.d_head)), None
+    with student.skip(f"{spec.name} uses its published figure, {spec.kv_bytes_per_token:,} bytes/token") as attempt:
+        return int(student.kv_decode.kv_bytes_per_token(spec.n_layers, spec.n_kv_heads, spec.d_head)), None
     return spec.kv_bytes_per_token, attempt.message
 
 
-def cached_decode(kv: ModuleType, params: dict[str, np.ndarray], cfg: Config, prompt: np.ndarray,
+def cached_decode(kv: Any, params: dict[str, np.ndarray], cfg: Config, prompt: np.ndarray,
                   n_new: int, bug: str) -> tuple[np.ndarray, list[np.ndarray]]:
     """Greedy decoding with your KVCache and one classic bug, for table (1).
 
@@ -121,7 +100,9 @@ def compare(result: tuple[Any, list[Any]], reference: tuple[np.ndarray, list[np.
             int(off[0]) if off.size else None, first_token]
 
 
-def table_bugs(kv: ModuleType) -> None:
+def table_bugs(student: Student) -> None:
+    """(1) Your cache against the two classic bugs, beside the no-cache reference."""
+    kv = student.kv_decode
     params = init_params(TINY)
     prompt = np.random.default_rng(2).integers(0, TINY.vocab, size=(1, 8))
     n_new = 16
@@ -133,7 +114,7 @@ def table_bugs(kv: ModuleType) -> None:
     )
     rows, notes = [], []
     for label, run in variants:
-        with skip_if_not_implemented(kv, TASKS, f"row '{label}' skipped", echo=False) as attempt:
+        with student.skip(f"row '{label}' skipped") as attempt:
             rows.append([label, *compare(run(), reference, prompt.shape[1])])
         if attempt.skipped:
             notes.append(attempt.message)
@@ -150,13 +131,15 @@ def table_bugs(kv: ModuleType) -> None:
     ))
 
 
-def table_flops(kv: ModuleType) -> None:
+def table_flops(student: Student) -> None:
+    """(2) FLOPs and wall time with and without a cache: a small model measured, then Llama-3.1-8B."""
+    kv = student.kv_decode
     params = init_params(SMALL, dtype=np.float32)
     prompt = np.random.default_rng(0).integers(0, SMALL.vocab, size=(1, SMALL_PROMPT))
     rows = []
     # Your greedy_decode runs first at each length, so a stub costs nothing: the slow no-cache runs
     # only start once it has returned.
-    with skip_if_not_implemented(kv, TASKS, "table (2) small-model rows skipped") as attempt:
+    with student.skip("table (2) small-model rows skipped", echo=True) as attempt:
         for n_new in N_NEW:
             with counter.counting() as cached:
                 (tokens, _), t_cached = timed(kv.greedy_decode, params, SMALL, prompt, n_new)
@@ -176,7 +159,7 @@ def table_flops(kv: ModuleType) -> None:
         ))
         print()
     rows = []
-    per_token, note = kv_per_token(kv, LLAMA_8B)
+    per_token, note = kv_per_token(student, LLAMA_8B)
     for prompt_len, n_new in ((1000, 1000), (4000, 1000), (1000, 8000)):
         full = costs.generation_counts(LLAMA_8B, prompt_len, n_new, cache=False, kv_bytes_per_token=per_token)
         cached = costs.generation_counts(LLAMA_8B, prompt_len, n_new, cache=True, kv_bytes_per_token=per_token)
@@ -192,17 +175,19 @@ def table_flops(kv: ModuleType) -> None:
     ))
 
 
-def table_memory(kv: ModuleType) -> None:
+def table_memory(student: Student) -> None:
+    """(3) What the cache costs in memory: yours, then Llama-3.1 8B and 70B against their weights."""
+    kv = student.kv_decode
     rows, notes = [], []
     for batch, length in ((1, 1), (1, 100), (4, 37), (2, 512)):
         measured = formula = None
-        with skip_if_not_implemented(kv, TASKS, "column skipped", echo=False) as attempt:
+        with student.skip("column skipped") as attempt:
             cache = kv.KVCache(TINY, batch)
             tokens = np.random.default_rng(batch).integers(0, TINY.vocab, size=(batch, length))
             forward(init_params(TINY), TINY, tokens, cache=cache, last_only=True)
             measured = int(cache.nbytes())
         notes.append(attempt.message)
-        with skip_if_not_implemented(kv, TASKS, "column skipped", echo=False) as attempt:
+        with student.skip("column skipped") as attempt:
             formula = int(kv.kv_cache_bytes(TINY.n_layers, TINY.n_kv_heads, TINY.d_head, length, batch, 8))
         notes.append(attempt.message)
         # The contract's definition, for the last column: 2 (K and V) * L * B * length * Hkv * d * 8 bytes.
@@ -219,7 +204,7 @@ def table_memory(kv: ModuleType) -> None:
     for spec in (LLAMA_8B, LLAMA_70B):
         for batch, context in ((1, 8192), (32, 8192), (8, 131072)):
             kv_total = None
-            with skip_if_not_implemented(kv, TASKS, "KV column skipped", echo=False) as attempt:
+            with student.skip("KV column skipped") as attempt:
                 kv_total = int(kv.kv_cache_bytes(spec.n_layers, spec.n_kv_heads, spec.d_head, context, batch))
             notes.append(attempt.message)
             rows.append([spec.name, batch, context, spec.weight_bytes, kv_total,
@@ -234,7 +219,7 @@ def table_memory(kv: ModuleType) -> None:
     print()
     rows, notes = [], []
     for spec in (LLAMA_8B, LLAMA_70B):
-        per_token, note = kv_per_token(kv, spec)
+        per_token, note = kv_per_token(student, spec)
         notes.append(note)
         yours = None if note else per_token
         rows.append([spec.name, spec.weight_bytes, yours, spec.kv_bytes_per_token,
@@ -251,17 +236,19 @@ def table_memory(kv: ModuleType) -> None:
     ))
 
 
-def table_batching(kv: ModuleType) -> None:
+def table_batching(student: Student) -> None:
+    """(4) Batched decoding: bytes, FLOPs and arithmetic intensity of one decode step."""
+    kv = student.kv_decode
     params = init_params(TINY)
     itemsize = params["embed"].dtype.itemsize
     context = 32
     # The tiny model has no published figure: without your kv_bytes_per_token, kvlab.costs has no
     # KV bytes to predict, and only the comparison column goes.
     tiny_per_token = None
-    with skip_if_not_implemented(kv, TASKS, "column '= kvlab.costs' skipped", echo=False) as per_token_attempt:
+    with student.skip("column '= kvlab.costs' skipped") as per_token_attempt:
         tiny_per_token = int(kv.kv_bytes_per_token(TINY.n_layers, TINY.n_kv_heads, TINY.d_head, itemsize))
     rows = []
-    with skip_if_not_implemented(kv, TASKS, "table (4a) skipped") as attempt:
+    with student.skip("table (4a) skipped", echo=True) as attempt:
         for batch in (1, 4, 16, 64):
             cache = kv.KVCache(TINY, batch)
             rng = np.random.default_rng(batch)
@@ -285,7 +272,7 @@ def table_batching(kv: ModuleType) -> None:
         ))
         print()
     context = 4096
-    per_token, note = kv_per_token(kv, LLAMA_8B)
+    per_token, note = kv_per_token(student, LLAMA_8B)
     rows = []
     for batch in (1, 4, 16, 64, 256):
         step = costs.decode_step_counts(LLAMA_8B, batch, context, kv_bytes_per_token=per_token)
@@ -312,20 +299,6 @@ def table_batching(kv: ModuleType) -> None:
     ))
 
 
-def main(argv: list[str] | None = None) -> int:
-    fallback = (_ROOT or Path.cwd()) / "solutions" / "lecture02"
-    directory = parse_submission(__doc__.split("\n\n")[0], "kv_decode.py", fallback, argv)
-    try:
-        kv = load_module(directory, "kv_decode")
-    except SubmissionError as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 2
-    print(f"Lecture 2 demo on {Path(kv.__file__).resolve()}\n")
-    for table in (table_bugs, table_flops, table_memory, table_batching):
-        table(kv)
-        print()
-    return 0
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run(__file__, __doc__, modules=["kv_decode"],
+                 tables=[table_bugs, table_flops, table_memory, table_batching]))

@@ -18,47 +18,25 @@ A function you have not implemented yet costs its table (or row) one line, not a
 """
 from __future__ import annotations
 
-import os
+import argparse
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
 
-# The demo's matrices are small: one BLAS thread runs them faster than several, and keeps the
-# wall times steady on a shared machine. Set before numpy loads; an explicit setting wins.
-for _variable in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
-    os.environ.setdefault(_variable, "1")
+# Run as a script, only this file's folder is on sys.path: add the folder that holds kvlab/.
+sys.path.insert(0, str(next(p for p in Path(__file__).resolve().parents if (p / "kvlab").is_dir())))
 
-import sys  # noqa: E402
-from pathlib import Path  # noqa: E402
-
-
-def _library_root() -> Path | None:
-    """The nearest folder at or above this file's that holds kvlab/ (repository or student bundle)."""
-    here = Path(__file__).resolve().parent
-    return next((folder for folder in (here, *here.parents) if (folder / "kvlab" / "__init__.py").is_file()), None)
-
-
-_ROOT = _library_root()
-if _ROOT is not None and str(_ROOT) not in sys.path:
-    sys.path.insert(0, str(_ROOT))
-
-import argparse  # noqa: E402
-from collections.abc import Iterator, Sequence  # noqa: E402
-from contextlib import contextmanager  # noqa: E402
-from types import ModuleType  # noqa: E402
-from typing import Any  # noqa: E402
+from kvlab.demo import Student, run, timed  # noqa: E402 - first: it sets the BLAS threads before numpy loads
 
 import numpy as np  # noqa: E402
 
 from kvlab import costs  # noqa: E402
-from kvlab.demo import Attempt, load_module, not_implemented_message, submission_dir, timed  # noqa: E402
 from kvlab.model import TINY, forward, init_params  # noqa: E402
 from kvlab.specs import HARDWARE, MODELS  # noqa: E402
 from kvlab.tables import format_table, human_bytes, human_flops, human_ratio  # noqa: E402
-from kvlab.testing import SubmissionError  # noqa: E402
-from kvlab.trace import BLOCK, Request, load_mooncake_trace, make_trace, mooncake_dir, trace_stats  # noqa: E402
-
-# Which task each contract name belongs to, for the "not implemented yet" lines.
-TASKS = {"BlockPool": "block_pool", "PagedSequence": "paged_sequence", "block_hashes": "block_hashes",
-         "PrefixCache": "prefix_cache", "prefill": "prefill", "LRUCache": "eviction",
-         "LFUCache": "eviction", "make_cache": "eviction", "hit_ratio": "hit_ratio"}
+from kvlab.trace import (BLOCK, MOONCAKE_SOURCE, Request, load_mooncake_trace, make_trace, mooncake_dir,  # noqa: E402
+                         trace_stats)
 
 DEFAULT_PLOT = Path("dist") / "lecture07-hit-ratio.png"
 
@@ -105,44 +83,14 @@ TIME_CAPACITIES: tuple[int | None, ...] = (None, 10_000, 1_000)
 STORAGE_CAPACITIES = (1_000, 10_000)
 
 
-@contextmanager
-def skip_if_not_implemented(modules: Sequence[ModuleType], skipped: str) -> Iterator[Attempt]:
-    """`kvlab.demo.skip_if_not_implemented` across the two submitted files.
-
-    A stub in paged_kv.py may be reached from prefix_cache.py (and the other way round), so the line
-    names the function of whichever file raised. The message is left in the yielded Attempt, for the
-    caller to print below the table whose row it cost. Other exceptions keep their traceback.
-    """
-    attempt = Attempt()
-    try:
-        yield attempt
-    except NotImplementedError as error:
-        attempt.message = not_implemented_message(error, _raising_module(error, modules), TASKS, skipped)
-
-
-def _raising_module(error: BaseException, modules: Sequence[ModuleType]) -> ModuleType:
-    """The module among `modules` whose file holds the innermost frame of error's traceback in any."""
-    files = {Path(m.__file__).resolve(): m for m in modules}
-    found = modules[-1]
-    frame = error.__traceback__
-    while frame is not None:
-        found = files.get(Path(frame.tb_frame.f_code.co_filename).resolve(), found)
-        frame = frame.tb_next
-    return found
-
-
 def capacity_label(capacity: int | None) -> str:
     return "unlimited" if capacity is None else f"{capacity:,}"
 
 
-def table_hashes(pk: ModuleType, pc: ModuleType) -> None:
+def table_hashes(student: Student) -> None:
     """(1) Chained digests of A, B and C: equal digests mean equal prefixes, and only that."""
     requests = {"A": REQUEST_A, "B": REQUEST_B, "C": REQUEST_C}
-    with skip_if_not_implemented((pk, pc), "table (1) skipped") as attempt:
-        digests = {name: pc.block_hashes(tokens, HASH_BLOCK) for name, tokens in requests.items()}
-    if attempt.skipped:
-        print(attempt.message)
-        return
+    digests = {name: student.prefix_cache.block_hashes(tokens, HASH_BLOCK) for name, tokens in requests.items()}
     rows = []
     for i in range(len(REQUEST_A) // HASH_BLOCK):
         row: list[Any] = [i, "system prompt" if i < 2 else "question"]
@@ -164,7 +112,7 @@ def table_hashes(pk: ModuleType, pc: ModuleType) -> None:
     ))
 
 
-def run_shared_prefix(pk: ModuleType, pc: ModuleType, params: dict[str, np.ndarray],
+def run_shared_prefix(student: Student, params: dict[str, np.ndarray],
                       prefix_len: int, seed: int) -> list[Any]:
     """Prefill 8 requests sharing a `prefix_len`-token prefix through one PrefixCache, in order.
 
@@ -178,11 +126,11 @@ def run_shared_prefix(pk: ModuleType, pc: ModuleType, params: dict[str, np.ndarr
     prompts = [np.concatenate([prefix, [first], rng.integers(0, TINY.vocab, n - 1)])
                for first, n in zip(firsts, QUESTION_LENGTHS)]
     # Enough blocks for every request without any sharing: the pool never runs out.
-    pool = pk.BlockPool(TINY, sum(-(-len(p) // PREFILL_BLOCK) for p in prompts), PREFILL_BLOCK)
-    cache = pc.PrefixCache(pool)
+    pool = student.paged_kv.BlockPool(TINY, sum(-(-len(p) // PREFILL_BLOCK) for p in prompts), PREFILL_BLOCK)
+    cache = student.prefix_cache.PrefixCache(pool)
     computed, worst = 0, 0.0
     for prompt in prompts:
-        seq, logits, n = pc.prefill(params, TINY, cache, prompt)
+        seq, logits, n = student.prefix_cache.prefill(params, TINY, cache, prompt)
         computed += int(n)
         reference = forward(params, TINY, prompt[None], last_only=True)[0, -1]
         worst = max(worst, float(np.abs(np.asarray(logits) - reference).max()))
@@ -193,14 +141,14 @@ def run_shared_prefix(pk: ModuleType, pc: ModuleType, params: dict[str, np.ndarr
     return [total, computed, total - computed, total / computed if computed else None, len(cache), worst]
 
 
-def table_shared_prefix(pk: ModuleType, pc: ModuleType) -> None:
+def table_shared_prefix(student: Student) -> None:
     """(2) A few-shot prefix shared by 8 requests: what prefill skips, and that the logits do not change."""
     params = init_params(TINY)
     rows, notes = [], []
     for seed, (prefix_len, shots, figure) in enumerate(FEW_SHOT):
-        with skip_if_not_implemented((pk, pc), f"row '{prefix_len} tokens' skipped") as attempt:
+        with student.skip(f"row '{prefix_len} tokens' skipped") as attempt:
             rows.append([f"{prefix_len} ({shots})", len(QUESTION_LENGTHS),
-                         *run_shared_prefix(pk, pc, params, prefix_len, seed), f"{figure:.2f}x"])
+                         *run_shared_prefix(student, params, prefix_len, seed), f"{figure:.2f}x"])
         if attempt.skipped:
             notes.append(attempt.message)
     full = [(n // PREFILL_BLOCK, n // PREFILL_BLOCK * PREFILL_BLOCK) for n, _, _ in FEW_SHOT]
@@ -225,7 +173,7 @@ def table_shared_prefix(pk: ModuleType, pc: ModuleType) -> None:
     ))
 
 
-def hit_ratios(pk: ModuleType, pc: ModuleType, traces: Sequence[tuple[str, Sequence[Request]]],
+def hit_ratios(student: Student, traces: Sequence[tuple[str, Sequence[Request]]],
                notes: list[str]) -> dict[tuple[str, str], list[float]]:
     """Your hit_ratio at every capacity, by (trace name, policy).
 
@@ -233,9 +181,9 @@ def hit_ratios(pk: ModuleType, pc: ModuleType, traces: Sequence[tuple[str, Seque
     """
     ratios = {}
     for policy in POLICIES:
-        with skip_if_not_implemented((pk, pc), f"the {policy.upper()} rows skipped") as attempt:
+        with student.skip(f"the {policy.upper()} rows skipped") as attempt:
             for name, trace in traces:
-                ratios[name, policy] = [float(pc.hit_ratio(trace, capacity, policy)) for capacity in CAPACITIES]
+                ratios[name, policy] = [float(student.prefix_cache.hit_ratio(trace, capacity, policy)) for capacity in CAPACITIES]
         if attempt.skipped:
             notes.append(attempt.message)
     return ratios
@@ -252,11 +200,12 @@ def load_real_traces() -> tuple[list[tuple[str, list[Request], str]], list[str]]
             absent.append(file)
     if not absent:
         return present, []
-    return present, [f"Mooncake traces absent from {folder} ({', '.join(absent)}): set KVLAB_MOONCAKE_DIR "
-                     "to the folder holding them."]
+    return present, [f"Mooncake traces absent from {folder} ({', '.join(absent)}): download them from "
+                     f"{MOONCAKE_SOURCE} into that folder (in the repository: `make traces`), or set "
+                     "KVLAB_MOONCAKE_DIR to a folder holding them."]
 
 
-def table_hit_ratios(pk: ModuleType, pc: ModuleType, synthetic: list[Request],
+def table_hit_ratios(student: Student, synthetic: list[Request],
                      plot: Path) -> dict[str, list[float]]:
     """(3) Trace statistics and hit ratios by capacity; returns your ratios on `synthetic` by policy."""
     real, absent = load_real_traces()
@@ -281,7 +230,7 @@ def table_hit_ratios(pk: ModuleType, pc: ModuleType, synthetic: list[Request],
     print()
 
     notes: list[str] = []
-    ratios, seconds = timed(hit_ratios, pk, pc, [(name, trace) for name, trace, _ in traces], notes)
+    ratios, seconds = timed(hit_ratios, student, [(name, trace) for name, trace, _ in traces], notes)
     rows, curves = [], []
     for name, _, _ in traces:
         for policy in POLICIES:
@@ -371,7 +320,7 @@ def prefill_cost(trace: Sequence[Request], hits: Sequence[int]) -> tuple[int, in
     return tokens, flops
 
 
-def table_gpu_time(pk: ModuleType, pc: ModuleType, trace: list[Request], lru_ratios: list[float] | None) -> None:
+def table_gpu_time(student: Student, trace: list[Request], lru_ratios: list[float] | None) -> None:
     """(4) Prefill GPU time with and without the cache, and the storage the cache needs."""
     rate = GPUS * UTILIZATION * GPU.peak_flops
     minutes = trace_stats(trace)["minutes"]
@@ -379,10 +328,10 @@ def table_gpu_time(pk: ModuleType, pc: ModuleType, trace: list[Request], lru_rat
     rows: list[list[Any]] = [["no cache", 0.0, total_tokens, baseline, baseline / rate / 3600,
                               GPUS * baseline / rate / 3600, 1.0]]
     notes = []
-    with skip_if_not_implemented((pk, pc), "the LRU rows skipped") as attempt:
+    with student.skip("the LRU rows skipped") as attempt:
         for capacity in TIME_CAPACITIES:
             ratio = (lru_ratios[CAPACITIES.index(capacity)] if lru_ratios is not None
-                     else float(pc.hit_ratio(trace, capacity, "lru")))
+                     else float(student.prefix_cache.hit_ratio(trace, capacity, "lru")))
             computed, flops = prefill_cost(trace, [int(ratio * request.input_len) for request in trace])
             rows.append([f"LRU, {capacity_label(capacity)} blocks", ratio, computed, flops,
                          flops / rate / 3600, GPUS * flops / rate / 3600, baseline / flops])
@@ -434,36 +383,20 @@ def table_gpu_time(pk: ModuleType, pc: ModuleType, trace: list[Request], lru_rat
     ))
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    fallback = (_ROOT or Path.cwd()) / "solutions" / "lecture07"
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument(
-        "--submission", metavar="DIR", default=None,
-        help=f"folder holding paged_kv.py and prefix_cache.py (default: $KVLAB_SUBMISSION, else the current "
-             f"directory if it holds prefix_cache.py, else {fallback})",
-    )
+def tables_traces(student: Student) -> None:
+    """(3) and (4): hit ratios on the traces, then what the synthetic trace's LRU hits save."""
+    synthetic = make_trace(seed=0)
+    lru = table_hit_ratios(student, synthetic, student.args.plot).get("lru")
+    print()
+    table_gpu_time(student, synthetic, lru)
+
+
+def options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--plot", metavar="FILE", type=Path, default=DEFAULT_PLOT,
                         help=f"where to write the hit-ratio plot, a PNG (default: {DEFAULT_PLOT})")
-    args = parser.parse_args(argv)
-    directory = submission_dir(args.submission, "prefix_cache.py", fallback)
-    try:
-        # paged_kv first: prefix_cache.py imports it by name, and must get the student's.
-        pk = load_module(directory, "paged_kv")
-        pc = load_module(directory, "prefix_cache")
-    except SubmissionError as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 2
-    print(f"Lecture 7 demo on {Path(pc.__file__).resolve().parent}\n")
-    table_hashes(pk, pc)
-    print()
-    table_shared_prefix(pk, pc)
-    print()
-    synthetic = make_trace(seed=0)
-    lru = table_hit_ratios(pk, pc, synthetic, args.plot).get("lru")
-    print()
-    table_gpu_time(pk, pc, synthetic, lru)
-    return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    # paged_kv first: prefix_cache.py imports it by name, and must get the student's.
+    sys.exit(run(__file__, __doc__, modules=["paged_kv", "prefix_cache"], options=options,
+                 tables=[table_hashes, table_shared_prefix, tables_traces]))

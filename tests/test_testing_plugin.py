@@ -1,0 +1,75 @@
+"""kvlab.testing as a student's `make test` runs it: what a failure and the closing table look like.
+
+A comparison helper's message appears once (not again as pytest's `assert '<message>' is None`),
+and the table at the end says it is the public tests' result, not the grade, with each task's
+points from the assignment.json beside the tests when there is one, and no blank line inside.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+TESTS = '''
+import pytest
+
+def problem_of(value):
+    return None if value == 1 else f"value is {value}; expected 1\\nthe likely cause: MARKER-{value}"
+
+@pytest.mark.task("alpha", points=2)
+def test_named_problem():
+    problem = problem_of(2)
+    assert problem is None, problem
+
+@pytest.mark.task("alpha", points=1)
+def test_passes():
+    assert problem_of(1) is None, problem_of(1)
+
+@pytest.mark.task("beta", points=1)
+def test_inline_problem():
+    assert problem_of(3) is None, f"{problem_of(3)} (step 3)"
+'''
+
+
+def run_public_tests(folder: Path, with_assignment: bool) -> str:
+    """Run the tests above with kvlab.testing (assertion rewriting on, as in `make test`); the output."""
+    (folder / "tests").mkdir()
+    (folder / "tests" / "test_sample.py").write_text(TESTS, encoding="utf-8")
+    if with_assignment:
+        tasks = [{"name": "alpha", "title": "a", "points": 30}, {"name": "beta", "title": "b", "points": 70}]
+        (folder / "assignment.json").write_text(json.dumps({"tasks": tasks}), encoding="utf-8")
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    run = subprocess.run([sys.executable, "-m", "pytest", "-p", "kvlab.testing", "-p", "no:cacheprovider",
+                          "--rootdir", str(folder), "--submission", str(folder), str(folder / "tests")],
+                         cwd=folder, env=env, capture_output=True, text=True, timeout=120)
+    assert run.returncode == 1, f"two of three tests should fail (exit 1), got {run.returncode}:\n{run.stdout}{run.stderr}"
+    return run.stdout
+
+
+@pytest.mark.parametrize("marker", ["MARKER-2", "MARKER-3"])
+def test_failure_message_appears_once(tmp_path: Path, marker: str) -> None:
+    output = run_public_tests(tmp_path, with_assignment=False)
+    assert output.count(marker) == 1, f"the message holding {marker} should appear once:\n{output}"
+    accounts = [line for line in output.split("\n") if line.startswith("E ") and line[1:].strip().startswith("assert ")]
+    assert not accounts, f"pytest's account of `problem is None` repeats the message: {accounts}"
+
+
+@pytest.mark.parametrize("with_assignment, expected", [
+    (True, ["alpha      1/2 tests passed  task worth 30 points",
+            "beta       0/1 tests passed  task worth 70 points",
+            "all tasks  1/3 tests passed  the hidden tests grade all 100 points"]),
+    (False, ["alpha      1/2 tests passed",
+             "beta       0/1 tests passed",
+             "all tasks  1/3 tests passed  the hidden tests grade your submission"]),
+], ids=["assignment-json-beside-tests", "no-assignment-json"])
+def test_closing_table_is_not_a_grade(tmp_path: Path, with_assignment: bool, expected: list[str]) -> None:
+    lines = run_public_tests(tmp_path, with_assignment).split("\n")
+    title = next((i for i, line in enumerate(lines) if "public tests (not your grade)" in line), None)
+    assert title is not None, "the table should be titled as the public tests' result, not the grade:\n" + "\n".join(lines)
+    assert lines[title + 1:title + 1 + len(expected)] == expected, \
+        "the table should follow its title at once, one line per task:\n" + "\n".join(lines[title:])
