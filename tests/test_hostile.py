@@ -284,7 +284,7 @@ def processes_mentioning(text: str) -> list[str]:
 
 
 def sandbox_processes() -> set[int]:
-    """Processes of the sandbox: a worker (its script sits in a kvlab-sandbox-* folder) or any
+    """Processes of the sandbox: a worker (its script sits in a sandbox-* folder) or any
     process of the unprivileged user (root only: otherwise that is the grading user itself)."""
     found = set()
     for entry in os.scandir("/proc"):
@@ -296,7 +296,7 @@ def sandbox_processes() -> set[int]:
             uid = os.stat(f"/proc/{entry.name}").st_uid
         except OSError:
             continue
-        if b"kvlab-sandbox-" in cmdline or (IS_ROOT and uid == SANDBOX_UID):
+        if (b"/sandbox-" in cmdline and b"worker.py" in cmdline) or (IS_ROOT and uid == SANDBOX_UID):
             found.add(int(entry.name))
     return found
 
