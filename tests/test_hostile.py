@@ -1,6 +1,7 @@
 """Hostile submissions (issue 4): the grader must give an attack no points and keep no scars.
 
-Every case is a lecture02 submission made of an honest part and a payload (tests/hostile/payloads.py):
+Every case is a lecture02 submission made of an honest part and a payload (a folder of tests/hostile/,
+see its README.md):
 the honest part is the starter or the reference solution with some functions stubbed, and earns a
 known score (graded once per session, alone); the payload is the attack. Each case is graded
 through the real flow, as Gradescope does: the Gradescope package unpacked into a folder laid out
@@ -28,7 +29,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import hashlib
-import importlib.util
+import ast
 import json
 import os
 import re
@@ -38,7 +39,7 @@ import subprocess
 import sys
 import sysconfig
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -67,11 +68,10 @@ START_AND_CHECK_SECONDS = 20.0
 # Gradings run at once (threads waiting on processes); each is a python process plus the worker.
 PARALLEL = 3
 
-PAYLOADS_PATH = Path(__file__).resolve().parent / "hostile" / "payloads.py"
-_spec = importlib.util.spec_from_file_location("hostile_payloads", PAYLOADS_PATH)
-assert _spec is not None and _spec.loader is not None
-P = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(P)
+HOSTILE_DIR = Path(__file__).resolve().parent / "hostile"
+# Extra files of a case are stored under this suffix, so that no tool (pytest above all: a conftest.py
+# under tests/ would be loaded) ever takes them for the repository's own files.
+STORED_SUFFIX = ".hostile"
 
 
 # ----- honest parts ---------------------------------------------------------------------------------
@@ -109,59 +109,70 @@ HONEST = {
 class Case:
     name: str
     honest: str  # a key of HONEST
-    payload: str  # appended to the honest kv_decode.py (module level: it runs at import)
-    files: dict[str, str] = field(default_factory=dict)  # more files in the submission folder
+    # tests/hostile/<folder>: payload.py is appended to the honest kv_decode.py (module level: it runs
+    # at import); files/<name>.hostile are more files of the submission, named <name>.
+    folder: str
     breaks: bool = False  # the attack also breaks the honest code: score <= honest, not ==
     says: tuple[str, ...] = ()  # each must appear in some test's output (the student is told why)
     budget: float = TIME_BUDGET
     root_only: str = ""  # why the case cannot run safely or meaningfully without root-level isolation
     writes_grader_files: bool = False  # without an unprivileged worker, must end in a grader fault
 
+    @property
+    def payload(self) -> str:
+        path = HOSTILE_DIR / self.folder / "payload.py"
+        return path.read_text(encoding="utf-8") if path.exists() else ""
+
+    @property
+    def files(self) -> dict[str, str]:
+        stored = sorted((HOSTILE_DIR / self.folder / "files").glob(f"*{STORED_SUFFIX}"))
+        return {path.name.removesuffix(STORED_SUFFIX): path.read_text(encoding="utf-8") for path in stored}
+
 
 NOT_ROOT_WRITES = ("writes into every folder it can; run by the grading user itself it would write that "
                    "user's own files (root-level isolation needed)")
 CASES = [
-    Case("fake results.json at import", "no_decode", P.FAKE_RESULTS, says=("HOSTILE could not write",),
+    Case("fake results.json at import", "no_decode", "fake_results", says=("HOSTILE could not write",),
          root_only=NOT_ROOT_WRITES),
-    Case("sys.exit(0) at import", "no_decode", P.SYS_EXIT_AT_IMPORT, breaks=True,
+    Case("sys.exit(0) at import", "no_decode", "sys_exit_at_import", breaks=True,
          says=("kv_decode.py could not be imported", "SystemExit")),
-    Case("os._exit(0) at import", "no_decode", P.OS_EXIT_AT_IMPORT, breaks=True,
+    Case("os._exit(0) at import", "no_decode", "os_exit_at_import", breaks=True,
          says=("kv_decode.py could not be imported", "exited with status 0")),
-    Case("os._exit(0) in greedy_decode", "no_decode", P.OS_EXIT_IN_CALL,
+    Case("os._exit(0) in greedy_decode", "no_decode", "os_exit_in_call",
          says=("the student's process exited with status 0 during kv_decode.greedy_decode(...)",)),
-    Case("atexit and signal handlers rewrite results", "no_decode", P.ATEXIT_REWRITES),
-    Case("conftest.py and pytest configs in the submission", "no_decode", "", files=P.CONFTEST_FILES),
-    Case("sitecustomize and .pth planted", "no_decode", P.PLANT_SITE_HOOKS, files=P.SITE_FILES,
+    Case("atexit and signal handlers rewrite results", "no_decode", "atexit_rewrites"),
+    Case("conftest.py and pytest configs in the submission", "no_decode", "conftest_files"),
+    Case("sitecustomize and .pth planted", "no_decode", "plant_site_hooks",
          says=("HOSTILE could not plant",), root_only=NOT_ROOT_WRITES),
-    Case("numpy and pytest comparisons patched", "no_decode", P.MONKEYPATCH_CHECKS),
-    Case("always-equal results", "starter", P.ALWAYS_EQUAL),
-    Case("course library patched in memory", "no_update", P.PATCH_LIBRARY_IN_MEMORY),
-    Case("course library patched on disk", "no_decode", P.PATCH_LIBRARY_ON_DISK, says=("HOSTILE could not",),
+    Case("numpy and pytest comparisons patched", "no_decode", "monkeypatch_checks"),
+    Case("always-equal results", "starter", "always_equal"),
+    Case("course library patched in memory", "no_update", "patch_library_in_memory"),
+    Case("course library patched on disk", "no_decode", "patch_library_on_disk", says=("HOSTILE could not",),
          writes_grader_files=True),
-    Case("infinite loop in a call", "no_decode", P.INFINITE_LOOP, breaks=True, budget=10.0,
+    Case("infinite loop in a call", "no_decode", "infinite_loop", breaks=True, budget=10.0,
          says=("did not finish within the time limit of 2 s", "not run: the earlier tests used up the time")),
-    Case("every call just under the timeout", "no_decode", P.SLOW_CALLS, breaks=True, budget=10.0,
+    Case("every call just under the timeout", "no_decode", "slow_calls", breaks=True, budget=10.0,
          says=("not run: the earlier tests used up the time",)),
-    Case("memory bomb", "no_decode", P.MEMORY_BOMB, says=("MemoryError", "may use at most 512 MB of memory")),
-    Case("fork bomb", "no_decode", P.FORK_BOMB, says=("HOSTILE fork refused",)),
-    Case("50 MB on stdout", "no_decode", P.STDOUT_FLOOD, says=("more bytes of output not kept",)),
-    Case("KeyboardInterrupt from a call", "no_decode", P.KEYBOARD_INTERRUPT,
+    Case("memory bomb", "no_decode", "memory_bomb", says=("MemoryError", "may use at most 512 MB of memory")),
+    Case("fork bomb", "no_decode", "fork_bomb", says=("HOSTILE fork refused",)),
+    Case("50 MB on stdout", "no_decode", "stdout_flood", says=("more bytes of output not kept",)),
+    Case("KeyboardInterrupt from a call", "no_decode", "keyboard_interrupt",
          says=("student code raised KeyboardInterrupt",)),
-    Case("SystemExit from a call", "no_decode", P.SYSTEM_EXIT_IN_CALL, says=("student code raised SystemExit",)),
-    Case("hunting and printing the hidden tests", "no_decode", P.READ_HIDDEN, says=("HOSTILE environ",),
+    Case("SystemExit from a call", "no_decode", "system_exit_in_call", says=("student code raised SystemExit",)),
+    Case("hunting and printing the hidden tests", "no_decode", "read_hidden", says=("HOSTILE environ",),
          root_only="the grading user can read its own files; hiding them needs bubblewrap as root"),
-    Case("signals to the grader", "no_decode", P.SIGNALS, says=("HOSTILE could not signal",),
+    Case("signals to the grader", "no_decode", "signals", says=("HOSTILE could not signal",),
          root_only="kill(-1) as the grading user would kill that user's processes, the test run included"),
-    Case("operation counters gamed in the student's process", "no_decode", P.COUNT_GAMING),
-    Case("forged count reply on the protocol pipe", "no_decode", P.FORGE_REPLY),
-    Case("garbage on the protocol pipe at import", "no_decode", P.FORGE_GARBAGE, breaks=True,
+    Case("operation counters gamed in the student's process", "no_decode", "count_gaming"),
+    Case("forged count reply on the protocol pipe", "no_decode", "forge_reply"),
+    Case("garbage on the protocol pipe at import", "no_decode", "forge_garbage", breaks=True,
          says=("invalid data from the student's process during kv_decode",)),
     # Without root the network is reachable (reported as reduced isolation): the payload gains nothing.
-    Case("network", "no_decode", P.NETWORK, says=("HOSTILE no connection to 1.1.1.1 53",) if IS_ROOT else ()),
-    Case("odd text everywhere", "no_decode", P.ODD_TEXT),
-    Case("background thread and endless results", "no_decode", P.BACKGROUND_MISCHIEF),
-    Case("huge and deeply nested results", "no_decode", P.HUGE_RESULTS),
-    Case("forward asked to do far too much", "no_decode", P.HUGE_FORWARD,
+    Case("network", "no_decode", "network", says=("HOSTILE no connection to 1.1.1.1 53",) if IS_ROOT else ()),
+    Case("odd text everywhere", "no_decode", "odd_text"),
+    Case("background thread and endless results", "no_decode", "background_mischief"),
+    Case("huge and deeply nested results", "no_decode", "huge_results"),
+    Case("forward asked to do far too much", "no_decode", "huge_forward",
          says=("is bigger than the grader runs in one call", "more than the grader runs attention over")),
 ]
 CASE_IDS = [re.sub(r"[^\w.]+", "-", case.name).strip("-") for case in CASES]
@@ -284,7 +295,7 @@ def processes_mentioning(text: str) -> list[str]:
 
 
 def sandbox_processes() -> set[int]:
-    """Processes of the sandbox: a worker (its script sits in a kvlab-sandbox-* folder) or any
+    """Processes of the sandbox: a worker (its script sits in a sandbox-* folder) or any
     process of the unprivileged user (root only: otherwise that is the grading user itself)."""
     found = set()
     for entry in os.scandir("/proc"):
@@ -296,7 +307,7 @@ def sandbox_processes() -> set[int]:
             uid = os.stat(f"/proc/{entry.name}").st_uid
         except OSError:
             continue
-        if b"kvlab-sandbox-" in cmdline or (IS_ROOT and uid == SANDBOX_UID):
+        if (b"/sandbox-" in cmdline and b"worker.py" in cmdline) or (IS_ROOT and uid == SANDBOX_UID):
             found.add(int(entry.name))
     return found
 
@@ -592,6 +603,31 @@ def test_suite_isolation_is_what_the_checks_assume(campaign: Campaign) -> None:
 
 
 # ----- the runner's own defences, directly --------------------------------------------------------
+
+def python_sources() -> list[Path]:
+    """Every payload and every stored Python file of the hostile cases."""
+    return sorted([*HOSTILE_DIR.glob("*/payload.py"), *HOSTILE_DIR.glob(f"*/files/*.py{STORED_SUFFIX}")])
+
+
+@pytest.mark.parametrize("path", python_sources(), ids=lambda p: str(p.relative_to(HOSTILE_DIR)))
+def test_hostile_sources_parse(path: Path) -> None:
+    """A payload that does not parse would test nothing but the grader's SyntaxError report."""
+    try:
+        ast.parse(path.read_text(encoding="utf-8"), str(path))
+    except SyntaxError as error:
+        pytest.fail(f"{path.relative_to(REPO)} does not parse: {error}")
+
+
+def test_every_case_folder_is_used_once() -> None:
+    folders = sorted(p.name for p in HOSTILE_DIR.iterdir() if p.is_dir())
+    used = [case.folder for case in CASES]
+    assert sorted(used) == folders, (
+        f"each folder of tests/hostile must be one case: unused {sorted(set(folders) - set(used))}, "
+        f"missing {sorted(set(used) - set(folders))}, twice {sorted({f for f in used if used.count(f) > 1})}"
+    )
+    empty = [case.name for case in CASES if not case.payload and not case.files]
+    assert not empty, f"cases with neither a payload nor files: {empty}"
+
 
 def test_leak_check_sees_hidden_and_solution_text() -> None:
     """The check of (3) must find what it looks for: any hidden test file, any solution region."""

@@ -23,7 +23,8 @@ from autograder.harness.sandbox import (
     WorkerDied,
     WorkerTimeout,
 )
-from autograder.harness.sandbox import isolation, wire
+from autograder.harness.course import COURSE
+from autograder.harness.sandbox import isolation, wire, wireformat
 from autograder.harness.sandbox.errors import explain_exit
 
 REPO = Path(__file__).resolve().parents[1]
@@ -173,7 +174,7 @@ def folders(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 @pytest.fixture(scope="module")
 def box(folders: dict[str, Path]) -> Sandbox:
     """One sandbox reused by the whole module, as the grader reuses one across tests."""
-    with Sandbox(folders["student"], [folders["lib"], REPO], limits=Limits(call_timeout=5.0)) as sandbox:
+    with Sandbox(folders["student"], [folders["lib"], REPO], limits=Limits(call_timeout=5.0), config=COURSE) as sandbox:
         yield sandbox
 
 
@@ -516,7 +517,7 @@ def test_output_is_captured_and_truncated(stud: Proxy, box: Sandbox) -> None:
 
 @pytest.mark.parametrize(
     "data",
-    [b"\xff" * 40, wire.HEADER.pack(1 << 31, 1 << 40), wire.HEADER.pack(5, 0) + b"{nope"],
+    [b"\xff" * 40, wireformat.HEADER.pack(1 << 31, 1 << 40), wireformat.HEADER.pack(5, 0) + b"{nope"],
     ids=["garbage", "huge-length", "bad-json"],
 )
 def test_garbage_from_worker_is_a_protocol_error(stud: Proxy, data: bytes) -> None:
@@ -552,7 +553,7 @@ def test_decoder_rejects_hostile_trees(tree: object) -> None:
         b"PK\x03\x04 not an npy file at all",
         npy(np.zeros(2), {"descr": "<U2", "fortran_order": False, "shape": (2,)}),
     ]
-    decoder = wire.Decoder([memoryview(blob) for blob in blobs], lambda number, name: None)
+    decoder = wire.Decoder([memoryview(blob) for blob in blobs], lambda number, name: None, wire.WireTypes(COURSE))
     with pytest.raises(ProtocolError):
         decoder.decode(tree)
 

@@ -56,8 +56,8 @@ import pytest
 import autograder.harness.sandbox as sandbox_package
 import kvlab
 from autograder.harness.assignment import REPO_ROOT, Assignment, load_assignment
+from autograder.harness.course import COURSE
 from autograder.harness.plugin import (
-    REMOTE_FUNCTIONS,
     Backend,
     GraderFault,
     Grading,
@@ -313,7 +313,7 @@ def make_backend(mode: str, assignment: Assignment, modules_dir: Path, lib: Path
     limits = Limits(call_timeout=assignment.call_timeout_seconds)
     sandbox = Sandbox(modules_dir, [stage_library(lib)], limits=limits,
                       hide=hidden_from_student(assignment, private, results_path), user=sandbox_user(),
-                      remote=REMOTE_FUNCTIONS)
+                      config=COURSE)
     return SandboxBackend(sandbox)
 
 

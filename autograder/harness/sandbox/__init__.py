@@ -1,16 +1,22 @@
 """Run student code in an isolated worker process and reach it through proxies.
 
 The trusted grading process never imports student code and never unpickles anything from the
-worker; see `sandbox.Sandbox` for the API and `isolation` for what is enforced where.
+worker; see `sandbox.Sandbox` for the API, `config.SandboxConfig` for what a course tells it (the
+sandbox itself names no course), and `isolation` for what is enforced where.
 """
+from .config import ColumnCodec, SandboxConfig
 from .errors import ProtocolError, StudentCrash, StudentException, WorkerDied, WorkerTimeout
-from .sandbox import Limits, Proxy, Sandbox
+from .limits import Limits
+from .proxy import Proxy
+from .sandbox import Sandbox
 
 __all__ = [
+    "ColumnCodec",
     "Limits",
     "ProtocolError",
     "Proxy",
     "Sandbox",
+    "SandboxConfig",
     "StudentCrash",
     "StudentException",
     "WorkerDied",

@@ -19,10 +19,9 @@ import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:  # sandbox.py imports this module
-    from .sandbox import Limits
+from .limits import Limits
 
 # The environment of probes and of the worker (see Sandbox): nothing from the grader's.
 BASE_ENV = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8"}
@@ -131,14 +130,6 @@ def interpreter_paths(python: str) -> list[Path]:
     return [Path(python).parent.parent, Path(os.path.realpath(sys.base_prefix))]
 
 
-def _limits_line(limits: Limits) -> str:
-    return (
-        f"limits: {limits.cpu_seconds} s CPU, {limits.memory_bytes >> 20} MB address space, "
-        f"{limits.max_processes} new processes, {limits.file_bytes >> 20} MB per file written, "
-        f"{limits.call_timeout:g} s wall clock per call"
-    )
-
-
 def plan(
     *,
     python: str,
@@ -152,7 +143,7 @@ def plan(
     bubblewrap: bool,
 ) -> Plan:
     """The strongest isolation available here (see the module docstring)."""
-    limits_line = _limits_line(limits)
+    limits_line = limits.describe()
     if os.geteuid() != 0:
         try:
             me = pwd.getpwuid(os.geteuid()).pw_name

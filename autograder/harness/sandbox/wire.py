@@ -1,13 +1,12 @@
-"""The trusted side's half of the wire format (described in `worker.py`).
+"""The trusted side's half of the wire format (described in `wireformat.py`).
 
-Encoding refuses anything that is not plain data or a proxy of the same sandbox. Decoding treats the
-bytes as hostile: every tag, type, index and size is checked, arrays are read with
-`allow_pickle=False` and must be numeric, and any failure is a `ProtocolError`.
+Encoding refuses anything that is not plain data, a configured wire type or a proxy of the same
+sandbox. Decoding treats the bytes as hostile: every tag, type, index and size is checked, arrays
+are read with `allow_pickle=False` and must be numeric, and any failure is a `ProtocolError`.
 """
 from __future__ import annotations
 
 import dataclasses
-import functools
 import importlib
 import json
 import types
@@ -16,22 +15,55 @@ from typing import Any, Callable
 
 import numpy as np
 
+from .config import ColumnCodec, SandboxConfig
 from .errors import ProtocolError, student_exception_class
-from .worker import (
-    DATACLASSES,
+from .wireformat import (
     HEADER,
+    INT_LIST_MIN,
+    MAX_DECODE_DEPTH,
     MAX_JSON_BYTES,
     MAX_MESSAGE_BYTES,
     NUMERIC_KINDS,
-    frame,
     load_npy,
     save_npy,
 )
 
-# Deeper nesting from the worker is refused (the worker sends references beyond its own MAX_DEPTH).
-MAX_DECODE_DEPTH = 100
+__all__ = ["Decoder", "Reader", "WireTypes", "encode"]
 
-__all__ = ["Decoder", "Reader", "dataclass_types", "encode", "frame"]
+
+class WireTypes:
+    """A config's wire types as this (trusted) process imports them, and their column codecs.
+
+    Resolved when the Sandbox is made, before any worker runs: a worker that can write the library
+    folder (a reduced isolation) must not get its edits imported into the grader later. A type
+    that does not import here cannot cross at all.
+    """
+
+    def __init__(self, config: SandboxConfig) -> None:
+        self.classes: dict[str, type] = {}
+        for name in config.wire_types:
+            module, cls_name = name.split(":")
+            try:
+                cls = getattr(importlib.import_module(module), cls_name)
+            except (ImportError, AttributeError):
+                continue
+            if not dataclasses.is_dataclass(cls):
+                raise TypeError(f"wire type {name} is not a dataclass")
+            self.classes[name] = cls
+        self.names = {cls: name for name, cls in self.classes.items()}
+        self.codecs: dict[type, ColumnCodec] = {
+            self.classes[c.type]: c for c in config.codecs if c.type in self.classes
+        }
+        for cls, codec in self.codecs.items():
+            init_fields = {f.name for f in dataclasses.fields(cls) if f.init}
+            listed = {name for name, _ in (*codec.scalars, *codec.ragged)}
+            if listed != init_fields:
+                raise ValueError(f"the codec of {codec.type} lists {sorted(listed)}, its fields are "
+                                 f"{sorted(init_fields)}")
+
+    def described(self) -> str:
+        """The wire types' class names, for messages ("Config, Request" for a course that has those)."""
+        return ", ".join(name.split(":")[1] for name in self.classes)
 
 
 class Reader:
@@ -104,7 +136,8 @@ def _numeric_dtype(value: np.dtype | type) -> np.dtype:
 
 
 def encode(
-    value: Any, blobs: list[Any], reference: Callable[[Any], list[Any] | None], depth: int = 0,
+    value: Any, blobs: list[Any], reference: Callable[[Any], list[Any] | None], wire_types: WireTypes,
+    depth: int = 0,
 ) -> list[Any]:
     """A trusted value for the worker. `reference(value)` gives the tree for a proxy, else None."""
     if depth > MAX_DECODE_DEPTH:
@@ -134,8 +167,9 @@ def encode(
         return ["Y", len(blobs) - 1]
     if isinstance(value, np.dtype) or (isinstance(value, type) and issubclass(value, np.generic)):
         return ["P", _numeric_dtype(value).str, "dtype" if isinstance(value, np.dtype) else "type"]
-    if type(value) in (list, tuple) and value and _all_requests(value):
-        return _encode_trace(value, blobs)
+    codec = wire_types.codecs.get(type(value[0])) if type(value) in (list, tuple) and value else None
+    if codec is not None and all(type(item) is type(value[0]) for item in value):
+        return _encode_columns(value, codec, blobs)
     if type(value) is list and len(value) >= INT_LIST_MIN and all(type(item) is int for item in value):
         try:
             column = np.array(value, dtype=np.int64)
@@ -145,16 +179,16 @@ def encode(
             blobs.append(_array_bytes(column, "a list of ints"))
             return ["J", len(blobs) - 1]
     if isinstance(value, (list, tuple)):
-        items = [encode(item, blobs, reference, depth + 1) for item in value]
+        items = [encode(item, blobs, reference, wire_types, depth + 1) for item in value]
         return ["L" if isinstance(value, list) else "T", items]
     if isinstance(value, dict):
         if not all(isinstance(key, str) for key in value):
             raise TypeError("cannot send a dict with non-str keys to student code")
-        return ["D", [[str.__str__(k), encode(v, blobs, reference, depth + 1)] for k, v in value.items()]]
-    name = f"{type(value).__module__}:{type(value).__qualname__}"
-    if name in DATACLASSES and dataclasses.is_dataclass(value):
+        return ["D", [[str.__str__(k), encode(v, blobs, reference, wire_types, depth + 1)] for k, v in value.items()]]
+    name = wire_types.names.get(type(value))
+    if name is not None:
         fields = [f.name for f in dataclasses.fields(value) if f.init]
-        return ["C", name, [[f, encode(getattr(value, f), blobs, reference, depth + 1)] for f in fields]]
+        return ["C", name, [[f, encode(getattr(value, f), blobs, reference, wire_types, depth + 1)] for f in fields]]
     if callable(value):
         raise TypeError(
             f"cannot pass the trusted-side callable {value!r} to student code: only plain data and "
@@ -162,43 +196,30 @@ def encode(
         )
     raise TypeError(
         f"cannot pass a {type(value).__qualname__} to student code: only None, bool, int, float, str, "
-        "bytes, list, tuple, dict, numeric ndarrays, numpy scalars and dtypes, Config, Request and objects "
-        "that came from the student's process cross the sandbox"
+        "bytes, list, tuple, dict, numeric ndarrays, numpy scalars and dtypes, "
+        f"{wire_types.described() or 'no other types'} and objects that came from the student's process "
+        "cross the sandbox"
     )
 
 
-REQUEST = "kvlab.trace:Request"
-# Lists of ints at least this long (block ids for a cache) travel as one int64 array ("J"), not as a
-# tree node per item: 400,000 ids take milliseconds instead of seconds.
-INT_LIST_MIN = 64
-
-
-def _all_requests(items: list[Any] | tuple[Any, ...]) -> bool:
-    cls = dataclass_types().get(REQUEST)
-    return cls is not None and all(type(item) is cls for item in items)
-
-
-def _encode_trace(trace: list[Any] | tuple[Any, ...], blobs: list[Any]) -> list[Any]:
-    """A list or tuple of Requests as columns: ["W", "L" or "T", arrival, input_len, output_len,
-    number of blocks, all block ids].
+def _encode_columns(items: list[Any] | tuple[Any, ...], codec: ColumnCodec, blobs: list[Any]) -> list[Any]:
+    """A list or tuple of one wire type as the columns of its codec (see wireformat.py, tag "W").
 
     A trace of 23,608 requests holds ~400,000 block ids: one tagged tree node per int would cost
-    seconds per call, four arrays cost milliseconds.
+    seconds per call, a few arrays cost milliseconds.
     """
-    columns = [
-        np.array([r.arrival for r in trace], dtype=np.float64),
-        np.array([r.input_len for r in trace], dtype=np.int64),
-        np.array([r.output_len for r in trace], dtype=np.int64),
-        np.array([len(r.blocks) for r in trace], dtype=np.int64),
-        np.fromiter((b for r in trace for b in r.blocks), dtype=np.int64),
-    ]
+    columns = [np.array([getattr(item, name) for item in items], dtype=dtype) for name, dtype in codec.scalars]
+    for name, dtype in codec.ragged:
+        values = [getattr(item, name) for item in items]
+        columns.append(np.array([len(v) for v in values], dtype=np.int64))
+        columns.append(np.fromiter((x for v in values for x in v), dtype=dtype))
     start = len(blobs)
-    blobs.extend(_array_bytes(column, "a trace column") for column in columns)
-    return ["W", "L" if type(trace) is list else "T", *range(start, start + len(columns))]
+    blobs.extend(_array_bytes(column, f"a column of {codec.type}") for column in columns)
+    return ["W", codec.type, "L" if type(items) is list else "T", *range(start, start + len(columns))]
 
 
 def _conforms(value: Any, hint: Any) -> bool:
-    """Whether a decoded field value matches a dataclass annotation (the kinds Config/Request use)."""
+    """Whether a decoded field value matches a dataclass annotation (the kinds plain-data dataclasses use)."""
     origin, args = typing.get_origin(hint), typing.get_args(hint)
     if hint is typing.Any:
         return True
@@ -223,26 +244,9 @@ def _conforms(value: Any, hint: Any) -> bool:
     return False
 
 
-@functools.lru_cache(maxsize=None)
-def dataclass_types() -> dict[str, type]:
-    """Config and Request as this (trusted) process imports them, resolved once.
-
-    The Sandbox calls this before starting any worker: a worker that can write the library folder
-    (a reduced isolation) must not get its edits imported into the grader later.
-    """
-    found = {}
-    for name in DATACLASSES:
-        module, cls_name = name.split(":")
-        try:
-            found[name] = getattr(importlib.import_module(module), cls_name)
-        except (ImportError, AttributeError):
-            pass  # that class cannot come back from the worker
-    return found
-
-
-def _rebuild(name: str, fields: dict[str, Any]) -> Any:
-    """A Config or Request from the worker, its field types checked against the annotations."""
-    cls = dataclass_types().get(name)
+def _rebuild(name: str, fields: dict[str, Any], wire_types: WireTypes) -> Any:
+    """A wire type's value from the worker, its field types checked against the annotations."""
+    cls = wire_types.classes.get(name)
     cls_name = name.split(":")[1]
     if cls is None:
         raise ProtocolError(f"the worker sent a {cls_name}, which the grader cannot import")
@@ -275,9 +279,11 @@ def _read_array(blob: memoryview) -> np.ndarray:
 class Decoder:
     """Turns trees from the worker into trusted values; `make_proxy(number, type_name)` builds references."""
 
-    def __init__(self, blobs: list[memoryview], make_proxy: Callable[[int, str], Any]) -> None:
+    def __init__(self, blobs: list[memoryview], make_proxy: Callable[[int, str], Any],
+                 wire_types: WireTypes) -> None:
         self.blobs = blobs
         self.make_proxy = make_proxy
+        self.wire_types = wire_types
 
     def blob(self, index: Any) -> memoryview:
         if type(index) is not int or not 0 <= index < len(self.blobs):
@@ -310,8 +316,8 @@ class Decoder:
             if array.ndim != 0:
                 raise ProtocolError("the worker sent a numpy scalar that is not 0-d")
             return array[()]
-        if tag == "C" and len(rest) == 2 and rest[0] in DATACLASSES and type(rest[1]) is list:
-            return _rebuild(rest[0], dict(self.pair(item, depth) for item in rest[1]))
+        if tag == "C" and len(rest) == 2 and rest[0] in self.wire_types.classes and type(rest[1]) is list:
+            return _rebuild(rest[0], dict(self.pair(item, depth) for item in rest[1]), self.wire_types)
         if tag == "R" and len(rest) == 2 and type(rest[0]) is int and rest[0] > 0 and type(rest[1]) is str:
             return self.make_proxy(rest[0], rest[1][:200])
         if tag == "P" and len(rest) == 2 and rest[1] in ("dtype", "type"):

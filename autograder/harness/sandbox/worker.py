@@ -1,71 +1,53 @@
 """The untrusted end of the sandbox: imports the student's modules and answers requests about them.
 
-The trusted side starts this file as `python -I -S -B worker.py REQ_FD RESP_FD` (see `sandbox.py`), with
-fd 0 on /dev/null and fds 1 and 2 on a pipe the trusted side drains, so nothing a student prints can
-reach the two protocol pipes. The first message on REQ_FD says where the student's files are and
-which resource limits to take; only after applying them does the worker import numpy, and student
-code runs only inside later requests.
+The trusted side copies this file and `wireformat.py` into one private folder and starts it as
+`python -I -S -B worker.py REQ_FD RESP_FD` (see `process.py`), with fd 0 on /dev/null and fds 1
+and 2 on a pipe the trusted side drains, so nothing a student prints can reach the two protocol
+pipes. The first message on REQ_FD (the init message) says where the student's files are, which
+resource limits to take and the course's part of the configuration (`config.SandboxConfig`: the
+wire types, the column codecs, the remote functions, as names). Only after applying the limits
+does the worker import numpy, and student code runs only inside later requests.
 
-Callbacks: the course-library functions the init message lists as "remote" (kvlab.model.forward)
-are replaced, before any student code runs, by stand-ins that send {"seq": the request being
-answered, "callback": "module:name", "args", "kwargs"} on RESP_FD instead of a reply; the trusted
-side runs its own copy of the function, sending requests about the arguments passed by reference
-meanwhile (answered as usual), then {"op": "return", "ok": true, "value"} or {"op": "return",
-"ok": false, "error": {"type": builtin exception name, "message"}}.
+Callbacks: the course-library functions the init message lists as "remote" are replaced, before
+any student code runs, by stand-ins that send {"seq": the request being answered, "callback":
+"module:name", "args", "kwargs"} on RESP_FD instead of a reply; the trusted side runs its own copy
+of the function, sending requests about the arguments passed by reference meanwhile (answered as
+usual), then {"op": "return", "ok": true, "value"} or {"op": "return", "ok": false, "error":
+{"type": builtin exception name, "message"}}.
 
 Everything here is untrusted once student code has run: the trusted side validates every byte this
-process sends. The trusted side imports this module for the wire format only (the constants,
-`frame` and the .npy helpers); it never runs a `Worker`.
-
-Wire format (both directions): HEADER = (JSON length, total blob length), the UTF-8 JSON header, then
-the blobs back to back; `header["blobs"]` lists the blob lengths. A value is a JSON list whose first
-item is a tag:
-    ["N"] None, ["B", b], ["I", i], ["F", x], ["S", s], ["Y", blob] bytes, ["L", [...]] list,
-    ["T", [...]] tuple, ["D", [[key, value], ...]] dict with str keys, ["A", blob] ndarray as .npy,
-    ["G", blob] numpy scalar as a 0-d .npy, ["P", dtype.str, "dtype" or "type"] a numeric numpy
-    dtype or scalar type (np.dtype("<f4") or np.float32), ["C", "module:Class", [[field, value],
-    ...]] one of DATACLASSES, ["R", number, type name] a reference into the worker's object table,
-    ["X", module, qualname, [[module, qualname], ...MRO]] an exception class (worker to trusted only),
-    ["M", module] a module by name, ["Q", "module:attr.path"] a library object by name and
-    ["J", blob] a long list of ints as one int64 array, ["W", "L" or "T", 5 blobs] a list or tuple of kvlab.trace.Request as columns (arrival, input_len, output_len, number of
-    blocks, all block ids) (trusted to worker only).
+process sends, and never imports this module. The wire format is described in `wireformat.py`.
 """
 from __future__ import annotations
 
 import builtins
 import dataclasses
-import functools
 import importlib
-import io
-import json
-import math
+import itertools
 import operator
 import os
-import struct
 import sys
 import traceback
 from typing import Any
 
-HEADER = struct.Struct("<IQ")
-MAX_JSON_BYTES = 16 << 20
-# The grader holds a whole reply plus the arrays it becomes: 2 x 128 MB fits Gradescope's 768 MB.
-MAX_MESSAGE_BYTES = 128 << 20
-# Messages up to this size are written with a single write.
-JOIN_BYTES = 64 << 10
-# The .npy header of a legitimate array is a few hundred bytes.
-MAX_NPY_HEADER = 10000
-# Containers nested deeper than this cross as references; this also turns cycles into references.
-MAX_DEPTH = 64
-# Array dtype kinds that cross by value: bool, signed, unsigned, float, complex.
-NUMERIC_KINDS = "biufc"
-DATACLASSES = ("kvlab.model:Config", "kvlab.trace:Request")
-# JSON carries ints as decimal text, which Python refuses to parse beyond 4300 digits.
-MAX_INT_BITS = 10000
-# Longest message / traceback text sent back for one exception.
-TEXT_LIMIT = 64 << 10
-# Calls into the trusted process (see Worker.install_remote) nested inside each other at most this
-# deep (forward called from a cache's update called by forward ...).
-MAX_CALLBACK_DEPTH = 8
+# -I leaves the script's folder off sys.path: the wire format module beside this file is put on it
+# for this one import, before the student's folder is (see main()).
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from wireformat import (  # noqa: E402
+    MAX_CALLBACK_DEPTH,
+    MAX_DEPTH,
+    MAX_INT_BITS,
+    MAX_JSON_BYTES,
+    MAX_MESSAGE_BYTES,
+    NUMERIC_KINDS,
+    TEXT_LIMIT,
+    load_npy,
+    receive,
+    save_npy,
+    send,
+)
+
+del sys.path[0]
 
 
 class UnsupportedValue(TypeError):
@@ -74,106 +56,6 @@ class UnsupportedValue(TypeError):
 
 # Reported under this module name so students see "sandbox.UnsupportedValue", not a worker path.
 UnsupportedValue.__module__ = "sandbox"
-
-
-def read_exact(fd: int, n: int) -> bytearray | None:
-    """Read exactly n bytes from fd; None at end of file (the trusted side closed the pipe)."""
-    buffer = bytearray(n)
-    view, filled = memoryview(buffer), 0
-    while filled < n:
-        count = os.readv(fd, [view[filled:]])
-        if not count:
-            return None
-        filled += count
-    return buffer
-
-
-def receive(fd: int) -> tuple[dict[str, Any], list[memoryview]] | None:
-    """One message from the trusted side (trusted, so not validated), or None at end of file."""
-    head = read_exact(fd, HEADER.size)
-    if head is None:
-        return None
-    json_length, blob_length = HEADER.unpack(head)
-    body = read_exact(fd, json_length + blob_length)
-    if body is None:
-        return None
-    view = memoryview(body)
-    header = json.loads(bytes(view[:json_length]))
-    blobs, position = [], json_length
-    for length in header.get("blobs", []):
-        blobs.append(view[position:position + length])
-        position += length
-    return header, blobs
-
-
-def frame(header: dict[str, Any], blobs: list[Any]) -> list[Any]:
-    """The buffers of one message: fixed header and JSON, then the blobs. A small message is joined
-    into one buffer (one write, one wake-up of the reader); a large one is left unjoined so its
-    arrays are not copied once more."""
-    header["blobs"] = [len(blob) for blob in blobs]
-    text = json.dumps(header, separators=(",", ":")).encode()
-    parts = [HEADER.pack(len(text), sum(header["blobs"])) + text, *blobs]
-    return [b"".join(parts)] if len(text) + sum(header["blobs"]) <= JOIN_BYTES else parts
-
-
-def send(fd: int, header: dict[str, Any], blobs: list[Any]) -> None:
-    """Write one message to fd."""
-    for part in frame(header, blobs):
-        view = memoryview(part)
-        while view:
-            view = view[os.write(fd, view):]
-
-
-def save_npy(np: Any, array: Any) -> memoryview:
-    """array as .npy bytes (np.save, allow_pickle=False), without a final copy."""
-    buffer = io.BytesIO()
-    np.save(buffer, array, allow_pickle=False)
-    return buffer.getbuffer()
-
-
-@functools.lru_cache(maxsize=256)
-def npy_header(np: Any, head: bytes) -> tuple[tuple[int, ...], bool, Any]:
-    """(shape, Fortran order, dtype) from the bytes of a .npy preamble and header, parsed by
-    numpy's own reader (no pickle, no eval) and cached: tests send the same shapes again and again."""
-    stream = io.BytesIO(head)
-    version = np.lib.format.read_magic(stream)
-    read_header = {
-        (1, 0): np.lib.format.read_array_header_1_0,
-        (2, 0): np.lib.format.read_array_header_2_0,
-    }.get(version)
-    if read_header is None:
-        raise ValueError(f"unsupported .npy version {version}")
-    shape, fortran_order, dtype = read_header(stream, max_header_size=MAX_NPY_HEADER)
-    if stream.tell() != len(head):
-        raise ValueError("malformed .npy header")
-    return shape, fortran_order, dtype
-
-
-def load_npy(np: Any, blob: memoryview) -> Any:
-    """A new (writable, aligned) ndarray from .npy bytes, copied once; ValueError when malformed.
-
-    Never a pickle, as np.load(allow_pickle=False), and without the extra copies np.load makes
-    through a file object.
-    """
-    # The preamble: 6 magic bytes, 2 version bytes, then the header length (2 bytes in version
-    # 1.0, 4 in 2.0).
-    size_bytes = 2 if bytes(blob[6:7]) == b"\x01" else 4
-    if len(blob) < 8 + size_bytes:
-        raise ValueError("truncated .npy data")
-    header_length = int.from_bytes(blob[8:8 + size_bytes], "little")
-    if header_length > MAX_NPY_HEADER:
-        raise ValueError(f".npy header of {header_length} bytes")
-    offset = 8 + size_bytes + header_length
-    shape, fortran_order, dtype = npy_header(np, bytes(blob[:offset]))
-    if dtype.hasobject:
-        raise ValueError("object arrays cannot be loaded without pickle")
-    if any(dim < 0 for dim in shape):
-        raise ValueError(f"negative dimension in shape {shape}")
-    count = math.prod(shape)
-    if offset + count * dtype.itemsize != len(blob):
-        raise ValueError(f"{len(blob)} bytes do not hold a {dtype} array of shape {shape}")
-    flat = np.frombuffer(blob, dtype=dtype, count=count, offset=offset)
-    return flat.reshape(shape, order="F" if fortran_order else "C").copy(order="K")
 
 
 def apply_limits(limits: dict[str, int]) -> None:
@@ -228,6 +110,8 @@ class Worker:
         self.next_number = 1
         self.current_seq = init["seq"]  # the request being answered (the innermost one)
         self.callback_depth = 0
+        self.wire_types = frozenset(init["wire_types"])
+        self.codecs = {codec["type"]: codec for codec in init["codecs"]}
         self.ops = {
             "getattr": getattr,
             "setattr": setattr,
@@ -278,7 +162,7 @@ class Worker:
         trusted process: in its module, and in every loaded module of the course library that
         imported it by name. Done before any student code runs.
 
-        What the trusted process computes (and counts: kvlab.counter) cannot be changed by student
+        What the trusted process computes (and counts) cannot be changed by student
         code, whatever it does to this process's copy of the library.
         """
         roots = tuple(os.path.join(p, "") for p in lib_dirs)
@@ -393,14 +277,12 @@ class Worker:
             array = load_npy(self.np, blobs[tree[1]])
             return array if tag == "A" else array[()]
         if tag == "C":
-            module, name = tree[1].split(":")
-            cls = getattr(importlib.import_module(module), name)
-            return cls(**{field: self.decode(value, blobs) for field, value in tree[2]})
+            return self.wire_type(tree[1])(**{field: self.decode(value, blobs) for field, value in tree[2]})
         if tag == "J":
             return load_npy(self.np, blobs[tree[1]]).tolist()
         if tag == "W":
-            trace = self.trace(*(load_npy(self.np, blobs[index]) for index in tree[2:]))
-            return trace if tree[1] == "L" else tuple(trace)
+            items = self.columns(tree[1], [load_npy(self.np, blobs[index]) for index in tree[3:]])
+            return items if tree[2] == "L" else tuple(items)
         if tag == "R":
             return self.table[tree[1]]
         if tag == "M":
@@ -413,16 +295,30 @@ class Worker:
             return obj
         raise ValueError(f"unknown tag {tag!r}")
 
-    @staticmethod
-    def trace(arrival: Any, input_len: Any, output_len: Any, lengths: Any, blocks: Any) -> list[Any]:
-        """The list of kvlab.trace.Request that wire.encode sent as columns."""
-        from kvlab.trace import Request
+    def wire_type(self, name: str) -> type:
+        """The class of the configured wire type "module:Class", imported here on first use."""
+        if name not in self.wire_types:
+            raise ValueError(f"{name} is not a wire type")
+        module, cls_name = name.split(":")
+        return getattr(importlib.import_module(module), cls_name)
 
-        ends = lengths.cumsum().tolist()
-        ids = blocks.tolist()
-        return [Request(a, i, o, tuple(ids[end - n:end]))
-                for a, i, o, n, end in zip(arrival.tolist(), input_len.tolist(), output_len.tolist(),
-                                            lengths.tolist(), ends)]
+    def columns(self, name: str, arrays: list[Any]) -> list[Any]:
+        """The items a column codec sent: scalar columns one array each, ragged ones two (lengths,
+        then all values), in the order of the codec's `scalars` then `ragged`."""
+        codec = self.codecs[name]
+        fields: dict[str, list[Any]] = {}
+        position = 0
+        for field, _ in codec["scalars"]:
+            fields[field] = arrays[position].tolist()
+            position += 1
+        for field, _ in codec["ragged"]:
+            lengths, values = arrays[position].tolist(), arrays[position + 1].tolist()
+            position += 2
+            ends = list(itertools.accumulate(lengths))
+            fields[field] = [tuple(values[end - n:end]) for n, end in zip(lengths, ends)]
+        cls = self.wire_type(name)
+        names = list(fields)
+        return [cls(**dict(zip(names, values))) for values in zip(*fields.values())]
 
     def encode(self, value: Any, blobs: list[Any], depth: int) -> list[Any]:
         """A value for the trusted side: plain data by value, everything else by reference."""
@@ -456,7 +352,7 @@ class Worker:
                 return ["L" if kind is list else "T", [self.encode(item, blobs, depth + 1) for item in value]]
             if kind is dict and all(type(key) is str for key in value):
                 return ["D", [[key, self.encode(item, blobs, depth + 1)] for key, item in value.items()]]
-            for name in DATACLASSES:
+            for name in self.wire_types:
                 module, cls_name = name.split(":")
                 if kind is getattr(sys.modules.get(module), cls_name, None):
                     fields = [f.name for f in dataclasses.fields(value) if f.init]
@@ -538,7 +434,7 @@ def main() -> None:
     # that -I -S leaves) and the grader's site-packages (for numpy), whose .pth files are not run.
     sys.path[:] = [init["home"], *init["lib_dirs"], *sys.path, *init["site_packages"]]
     worker = Worker(req_fd, resp_fd, init)
-    worker.install_remote(init.get("remote", []), init["lib_dirs"])
+    worker.install_remote(init["remote"], init["lib_dirs"])
     send(resp_fd, {"seq": init["seq"], "ok": True, "pid": os.getpid(), "numpy": worker.np.__version__}, [])
     worker.serve()
 

@@ -1,0 +1,97 @@
+"""The course's choices for the sandbox, in one place: `COURSE`, passed to every `Sandbox` the
+grader makes (autograder/harness/run.py).
+
+The sandbox names no course. An assignment that needs a new type to cross by value, a column
+layout for long lists of it, or a library function to run in the trusted process adds it here
+and nowhere else:
+
+- `wire_types`: plain-data dataclasses of the course library that cross by value (both ways).
+- `codecs`: long lists of a wire type sent as columns (a trace of 23,608 Requests in milliseconds).
+- `remote`: library functions that, when code in the worker calls them, run in this process (the
+  worker's copy is replaced by a stand-in before any student code runs).
+- `trusted_calls`: what a test's `student.call("module:function", ...)` runs in this process, on
+  proxies of the student's objects, rather than in the worker.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+import kvlab.counter
+import kvlab.model
+from autograder.harness.sandbox import ColumnCodec, SandboxConfig
+
+# Bounds on one forward call run in the trusted process for student code: far above what a test
+# needs (a few hundred positions of a tiny model), far below what would exhaust the grader's memory
+# (Gradescope's box has 768 MB): positions B*T per call, and floats in the largest intermediate
+# (activations B*T*width, attention scores B*H*T*S).
+MAX_FORWARD_POSITIONS = 1 << 13
+MAX_FORWARD_FLOATS = 1 << 22
+
+
+class _BoundedCache:
+    """A student's cache as forward sees it here: the same protocol, the positions it returns bounded."""
+
+    def __init__(self, cache: Any, batch: int, queries: int, heads: int) -> None:
+        self._cache, self._queries = cache, batch * queries * heads
+
+    @property
+    def length(self) -> Any:
+        return self._cache.length
+
+    def update(self, layer: int, k: np.ndarray, v: np.ndarray) -> Any:
+        returned = self._cache.update(layer, k, v)
+        try:
+            K, V = returned
+        except (TypeError, ValueError):
+            return returned  # forward's own check says what is wrong with it
+        K, V = np.asarray(K), np.asarray(V)
+        if K.ndim == 4 and self._queries * K.shape[1] > MAX_FORWARD_FLOATS:
+            raise ValueError(f"cache.update(layer={layer}) returned {K.shape[1]} positions, more than the "
+                             f"grader runs attention over in one call")
+        return K, V
+
+    def advance(self, n: int) -> Any:
+        return self._cache.advance(n)
+
+
+def bounded_forward(params: Any, cfg: Any, tokens: Any, cache: Any = None, pos0: Any = None,
+                    last_only: bool = False) -> np.ndarray:
+    """kvlab.model.forward, refusing (ValueError) calls too big for the grader's process to run."""
+    if not isinstance(cfg, kvlab.model.Config):
+        raise TypeError(f"cfg must be a kvlab.model.Config, got {type(cfg).__name__}")
+    tokens = np.asarray(tokens)
+    widest = max(cfg.d_model, cfg.d_ff, cfg.vocab, cfg.n_heads * cfg.d_head)
+    if not isinstance(params, dict) or not all(isinstance(a, np.ndarray) for a in params.values()):
+        raise TypeError("params must be a dict of numpy arrays (as init_params makes)")
+    too_wide = [name for name, a in params.items() if any(n > widest for n in a.shape)]
+    if too_wide:
+        raise ValueError(f"params {too_wide[0]!r} has shape {params[too_wide[0]].shape}, wider than {cfg.name} allows")
+    positions = tokens.size if tokens.ndim == 2 else 0
+    if positions > MAX_FORWARD_POSITIONS or positions * widest > MAX_FORWARD_FLOATS:
+        raise ValueError(f"forward on {tokens.shape} tokens of {cfg.name} is bigger than the grader runs in one call")
+    if cache is not None and tokens.ndim == 2:
+        cache = _BoundedCache(cache, tokens.shape[0], tokens.shape[1], cfg.n_heads)
+    return kvlab.model.forward(params, cfg, tokens, cache=cache, pos0=pos0, last_only=last_only)
+
+
+COURSE = SandboxConfig(
+    wire_types=("kvlab.model:Config", "kvlab.trace:Request"),
+    codecs=(
+        ColumnCodec("kvlab.trace:Request",
+                    scalars=(("arrival", "<f8"), ("input_len", "<i8"), ("output_len", "<i8")),
+                    ragged=(("blocks", "<i8"),)),
+    ),
+    # The course library's model runs in the trusted process only: when student code in the worker
+    # calls kvlab.model.forward, the worker's stand-in sends the call here with the student's cache
+    # as a proxy. Student code may rewrite the worker's copy of the library as it likes; the logits
+    # it gets, and the operations kvlab.counter records, come from this process.
+    remote={"kvlab.model:forward": bounded_forward},
+    # forward itself (on proxies of the student's objects), and run_counted, which then counts the
+    # forward calls the student's function makes, from this side. Everything else
+    # (kvlab.paged:paged_step, which writes into arrays the student's objects hold) runs in the
+    # worker, beside the student's objects; its own forward calls still come here.
+    trusted_calls={"kvlab.model:forward": bounded_forward,
+                   "kvlab.counter:run_counted": kvlab.counter.run_counted},
+)

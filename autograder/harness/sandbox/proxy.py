@@ -1,0 +1,130 @@
+"""`Proxy`: a student object (or module) living in the worker, as the trusted side holds it."""
+from __future__ import annotations
+
+import time
+from typing import Any, Iterator, Protocol
+
+import numpy as np
+
+from .errors import ProtocolError, StudentException, WorkerTimeout
+from .limits import Limits
+from .wireformat import TEXT_LIMIT
+
+# Dunder attributes worth a round trip; other dunder probes (numpy's __array_interface__,
+# inspect's __wrapped__, ...) fail locally, as they would on an object without them.
+REMOTE_DUNDERS = {"__name__", "__qualname__", "__module__", "__doc__", "__dict__"}
+STOP = object()  # what a "next" request returns when the iterator is exhausted
+
+
+class Owner(Protocol):
+    """What a proxy needs of its sandbox (`sandbox.Sandbox`)."""
+
+    limits: Limits
+
+    def _request(self, op: str, target: Any, args: Any, kwargs: dict[str, Any], label: str) -> Any:
+        """One round trip about `target`."""
+
+    def _protocol_failure(self, detail: str, label: str) -> ProtocolError:
+        """Stop the worker and describe what it sent."""
+
+
+class Proxy:
+    """A student object (or module) living in the worker; every use is a round trip."""
+
+    __slots__ = ("_sbx_box", "_sbx_target", "_sbx_generation", "_sbx_label", "_sbx_type")
+
+    def __init__(
+        self, box: Owner, target: list[Any], generation: int | None, label: str, type_name: str,
+    ) -> None:
+        # object.__setattr__: our own __setattr__ forwards attribute writes to the worker.
+        object.__setattr__(self, "_sbx_box", box)
+        object.__setattr__(self, "_sbx_target", target)
+        object.__setattr__(self, "_sbx_generation", generation)  # None: a module, valid across restarts
+        object.__setattr__(self, "_sbx_label", label)  # the expression that produced it, for messages
+        object.__setattr__(self, "_sbx_type", type_name)
+
+    def _sbx(self, op: str, *args: Any, label: str, **kwargs: Any) -> Any:
+        return self._sbx_box._request(op, self, args, kwargs, label)
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__") and name.endswith("__") and name not in REMOTE_DUNDERS:
+            raise AttributeError(name)
+        return self._sbx("getattr", name, label=f"{self._sbx_label}.{name}")
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        self._sbx("setattr", name, value, label=f"{self._sbx_label}.{name} = ...")
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self._sbx("call", *args, label=f"{self._sbx_label}(...)", **kwargs)
+
+    def __len__(self) -> int:
+        return self._sbx("len", label=f"len({self._sbx_label})")
+
+    def __bool__(self) -> bool:
+        return self._sbx("bool", label=f"bool({self._sbx_label})") is True
+
+    def __contains__(self, item: Any) -> bool:
+        return self._sbx("contains", item, label=f"... in {self._sbx_label}") is True
+
+    def __getitem__(self, key: Any) -> Any:
+        return self._sbx("getitem", key, label=f"{self._sbx_label}[...]")
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        self._sbx("setitem", key, value, label=f"{self._sbx_label}[...] = ...")
+
+    def __iter__(self) -> Iterator[Any]:
+        iterator = self._sbx("iter", label=f"iter({self._sbx_label})")
+        if not isinstance(iterator, Proxy):
+            raise self._sbx_box._protocol_failure("iter() did not return an object reference", "iter()")
+        # All the round trips of one iteration share one call's time limit: an endless iterator
+        # (numpy converting a student object to an array iterates it) must not hold a test until
+        # its whole-test limit.
+        limit, spent = self._sbx_box.limits.call_timeout, 0.0
+        while True:
+            started = time.monotonic()
+            item = iterator._sbx("next", label=f"next(iter({self._sbx_label}))")
+            spent += time.monotonic() - started
+            if item is STOP:
+                return
+            if spent > limit:
+                raise WorkerTimeout(
+                    f"iterating over {self._sbx_label} took more than {limit:g} s in all (the time limit "
+                    "of one call) and was stopped: does its iterator ever end?"
+                )
+            yield item
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> Any:
+        # np.asarray(proxy) converts in the worker, under one call's time limit, and gets the array
+        # by value; without this numpy would walk the object's len() and items by round trips (an
+        # object whose every item is itself costs exponentially many).
+        array = self._sbx("array", label=f"numpy.asarray({self._sbx_label})")
+        if not isinstance(array, np.ndarray):
+            raise TypeError(f"numpy.asarray({self._sbx_label}) did not give a numeric array")
+        return array if dtype is None else array.astype(dtype)
+
+    def __str__(self) -> str:
+        text = self._sbx("str", label=f"str({self._sbx_label})")
+        return text if isinstance(text, str) else self.__repr__()
+
+    def __repr__(self) -> str:
+        # Never raises: pytest and debuggers call repr while reporting other failures.
+        if self._sbx_generation is None:
+            return f"<student module {self._sbx_target[1]} (sandboxed)>"
+        try:
+            text = self._sbx("repr", label=f"repr({self._sbx_label})")
+        except (StudentException, ReferenceError) as exc:
+            return f"<sandboxed {self._sbx_type} from {self._sbx_label}: repr() failed: {exc}>"
+        if not isinstance(text, str):
+            return f"<sandboxed {self._sbx_type} from {self._sbx_label}>"
+        return text[:TEXT_LIMIT]
+
+    # Equality is identity of the worker object: a student __eq__ that always says True must not
+    # make a proxy equal to anything on the trusted side.
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Proxy) and self._sbx_key() == other._sbx_key()
+
+    def __hash__(self) -> int:
+        return hash(self._sbx_key())
+
+    def _sbx_key(self) -> tuple[int, tuple[Any, ...], int | None]:
+        return id(self._sbx_box), tuple(self._sbx_target), self._sbx_generation

@@ -1,0 +1,159 @@
+"""The wire format, shared by both ends of the sandbox: framing, size caps and the .npy helpers.
+
+The trusted side imports it as `autograder.harness.sandbox.wireformat`; the worker, which runs as
+`python -I -S -B worker.py` from a private folder without this package, imports the copy the
+sandbox places beside it (see `worker.py`). So this module uses the standard library only, and
+takes numpy as an argument (the worker imports numpy only after its limits are in force).
+
+A message (both directions): HEADER = (JSON length, total blob length), the UTF-8 JSON header, then
+the blobs back to back; `header["blobs"]` lists the blob lengths. A value is a JSON list whose first
+item is a tag:
+    ["N"] None, ["B", b], ["I", i], ["F", x], ["S", s], ["Y", blob] bytes, ["L", [...]] list,
+    ["T", [...]] tuple, ["D", [[key, value], ...]] dict with str keys, ["A", blob] ndarray as .npy,
+    ["G", blob] numpy scalar as a 0-d .npy, ["P", dtype.str, "dtype" or "type"] a numeric numpy
+    dtype or scalar type (np.dtype("<f4") or np.float32), ["C", "module:Class", [[field, value],
+    ...]] one of the configured wire types, ["R", number, type name] a reference into the worker's
+    object table, ["X", module, qualname, [[module, qualname], ...MRO]] an exception class (worker
+    to trusted only), ["M", module] a module by name, ["Q", "module:attr.path"] a library object by
+    name, ["J", blob] a long list of ints as one int64 array, and ["W", "module:Class", "L" or "T",
+    blob, ...] a list or tuple of one wire type as the columns of its configured codec (trusted to
+    worker only: a scalar column is one blob, a ragged one two: lengths, then all values).
+
+The first message on the request pipe is the init message: {"op": "init", "seq", "home",
+"lib_dirs", "site_packages", "limits", "wire_types", "codecs", "remote"}.
+"""
+from __future__ import annotations
+
+import functools
+import io
+import json
+import math
+import os
+import struct
+from typing import Any
+
+HEADER = struct.Struct("<IQ")
+MAX_JSON_BYTES = 16 << 20
+# The grader holds a whole reply plus the arrays it becomes: 2 x 128 MB fits Gradescope's 768 MB.
+MAX_MESSAGE_BYTES = 128 << 20
+# Messages up to this size are written with a single write.
+JOIN_BYTES = 64 << 10
+# The .npy header of a legitimate array is a few hundred bytes.
+MAX_NPY_HEADER = 10000
+# Containers nested deeper than this cross as references (worker to trusted); this also turns cycles
+# into references. The trusted side refuses deeper trees than MAX_DECODE_DEPTH.
+MAX_DEPTH = 64
+MAX_DECODE_DEPTH = 100
+# Array dtype kinds that cross by value: bool, signed, unsigned, float, complex.
+NUMERIC_KINDS = "biufc"
+# JSON carries ints as decimal text, which Python refuses to parse beyond 4300 digits.
+MAX_INT_BITS = 10000
+# Longest message / traceback text sent back for one exception.
+TEXT_LIMIT = 64 << 10
+# Calls into the trusted process (remote functions) nested inside each other at most this deep
+# (forward called from a cache's update called by forward ...).
+MAX_CALLBACK_DEPTH = 8
+# Lists of ints at least this long (block ids for a cache) travel as one int64 array ("J"), not as a
+# tree node per item: 400,000 ids take milliseconds instead of seconds.
+INT_LIST_MIN = 64
+
+
+def read_exact(fd: int, n: int) -> bytearray | None:
+    """Read exactly n bytes from a blocking fd; None at end of file."""
+    buffer = bytearray(n)
+    view, filled = memoryview(buffer), 0
+    while filled < n:
+        count = os.readv(fd, [view[filled:]])
+        if not count:
+            return None
+        filled += count
+    return buffer
+
+
+def receive(fd: int) -> tuple[dict[str, Any], list[memoryview]] | None:
+    """One message from the trusted side, for the worker (trusted, so not validated); None at end
+    of file. The trusted side reads the worker's messages with `wire.Reader`, which validates."""
+    head = read_exact(fd, HEADER.size)
+    if head is None:
+        return None
+    json_length, blob_length = HEADER.unpack(head)
+    body = read_exact(fd, json_length + blob_length)
+    if body is None:
+        return None
+    view = memoryview(body)
+    header = json.loads(bytes(view[:json_length]))
+    blobs, position = [], json_length
+    for length in header.get("blobs", []):
+        blobs.append(view[position:position + length])
+        position += length
+    return header, blobs
+
+
+def frame(header: dict[str, Any], blobs: list[Any]) -> list[Any]:
+    """The buffers of one message: fixed header and JSON, then the blobs. A small message is joined
+    into one buffer (one write, one wake-up of the reader); a large one is left unjoined so its
+    arrays are not copied once more."""
+    header["blobs"] = [len(blob) for blob in blobs]
+    text = json.dumps(header, separators=(",", ":")).encode()
+    parts = [HEADER.pack(len(text), sum(header["blobs"])) + text, *blobs]
+    return [b"".join(parts)] if len(text) + sum(header["blobs"]) <= JOIN_BYTES else parts
+
+
+def send(fd: int, header: dict[str, Any], blobs: list[Any]) -> None:
+    """Write one message to a blocking fd."""
+    for part in frame(header, blobs):
+        view = memoryview(part)
+        while view:
+            view = view[os.write(fd, view):]
+
+
+def save_npy(np: Any, array: Any) -> memoryview:
+    """array as .npy bytes (np.save, allow_pickle=False), without a final copy."""
+    buffer = io.BytesIO()
+    np.save(buffer, array, allow_pickle=False)
+    return buffer.getbuffer()
+
+
+@functools.lru_cache(maxsize=256)
+def npy_header(np: Any, head: bytes) -> tuple[tuple[int, ...], bool, Any]:
+    """(shape, Fortran order, dtype) from the bytes of a .npy preamble and header, parsed by
+    numpy's own reader (no pickle, no eval) and cached: tests send the same shapes again and again."""
+    stream = io.BytesIO(head)
+    version = np.lib.format.read_magic(stream)
+    read_header = {
+        (1, 0): np.lib.format.read_array_header_1_0,
+        (2, 0): np.lib.format.read_array_header_2_0,
+    }.get(version)
+    if read_header is None:
+        raise ValueError(f"unsupported .npy version {version}")
+    shape, fortran_order, dtype = read_header(stream, max_header_size=MAX_NPY_HEADER)
+    if stream.tell() != len(head):
+        raise ValueError("malformed .npy header")
+    return shape, fortran_order, dtype
+
+
+def load_npy(np: Any, blob: memoryview) -> Any:
+    """A new (writable, aligned) ndarray from .npy bytes, copied once; ValueError when malformed.
+
+    Never a pickle, as np.load(allow_pickle=False), and without the extra copies np.load makes
+    through a file object.
+    """
+    # The preamble: 6 magic bytes, 2 version bytes, then the header length (2 bytes in version
+    # 1.0, 4 in 2.0).
+    size_bytes = 2 if bytes(blob[6:7]) == b"\x01" else 4
+    if len(blob) < 8 + size_bytes:
+        raise ValueError("truncated .npy data")
+    header_length = int.from_bytes(blob[8:8 + size_bytes], "little")
+    if header_length > MAX_NPY_HEADER:
+        raise ValueError(f".npy header of {header_length} bytes")
+    offset = 8 + size_bytes + header_length
+    shape, fortran_order, dtype = npy_header(np, bytes(blob[:offset]))
+    if dtype.hasobject:
+        raise ValueError("object arrays cannot be loaded without pickle")
+    if any(dim < 0 for dim in shape):
+        raise ValueError(f"negative dimension in shape {shape}")
+    count = math.prod(shape)
+    if offset + count * dtype.itemsize != len(blob):
+        raise ValueError(f"{len(blob)} bytes do not hold a {dtype} array of shape {shape}")
+    flat = np.frombuffer(blob, dtype=dtype, count=count, offset=offset)
+    return flat.reshape(shape, order="F" if fortran_order else "C").copy(order="K")
