@@ -131,7 +131,7 @@ def kv_cache_bytes(
 ) -> int:
     """Bytes of a KV cache holding seq_len tokens for each of batch sequences (a plain int).
 
-    kv_bytes_per_token(n_layers, n_kv_heads, d_head, dtype_bytes) * seq_len * batch; `seq_len` and
+    kv_bytes_per_token(n_layers, n_kv_heads, d_head, dtype_bytes) times seq_len times batch; `seq_len` and
     `batch` come positionally, `dtype_bytes` (default 2) as a keyword.
     """
     # BEGIN SOLUTION
