@@ -312,9 +312,9 @@ def slots_problem(
     what: str, result: Any, blocks: list[int], start: int, n: int, block_size: int, length: int
 ) -> str | None:
     """`slots(start, n)` of a sequence holding `blocks`: block ids and offsets of start .. start+n-1."""
-    positions = np.arange(start, start + n)
-    want_blocks = [blocks[p // block_size] for p in positions]
-    want_offsets = (positions % block_size).tolist()
+    asked = range(start, start + n)
+    want_blocks = [blocks[p // block_size] for p in asked]
+    want_offsets = [p % block_size for p in asked]
     if not isinstance(result, (tuple, list)) or len(result) != 2:
         return f"{what} should return a pair (block ids, offsets); got {type(result).__name__}"
     for name, got, want in (("block ids", result[0], want_blocks), ("offsets", result[1], want_offsets)):
