@@ -11,7 +11,7 @@ import pytest
 
 from paged_checks import CFG, describe_error, outcome, tokens_for
 from prefix_checks import (
-    PREFILL_BLOCK, all_blocks, all_or_nothing_problem, computed_problem, describe_request, full_blocks,
+    PREFILL_BLOCK, all_or_nothing_problem, computed_problem, describe_request, full_blocks,
     fully_cached_problem, logits_problem, prefill_counted, run_shared_prefix, shared_refcounts_problem,
 )
 
