@@ -154,15 +154,16 @@ def hit_ratio_problem(
     expected value and its counts out of the message, so that resubmitting cannot collect them;
     the message still gives the student's value and the likely cause.
     """
-    if error is not None:
-        return error_problem(call, error)
     hit, total = replay(trace, capacity, policy, block_size)
+    empty = ("a trace with no input tokens (an empty trace) has hit ratio 0.0: return 0.0 when the total is 0 "
+             "instead of dividing by it")
+    if error is not None:
+        return error_problem(call, error) + ("" if total else f". {empty}")
     expected = hit / total if total else 0.0
     if got == expected and isinstance(got, float):
         return None
     if not total:
-        return (f"{call} returned {got!r}; a trace with no input tokens (an empty trace) has hit ratio 0.0: "
-                "return 0.0 when the total is 0 instead of dividing by it")
+        return f"{call} returned {got!r}; {empty}"
     said = (f"{call} returned {got!r}; expected {expected!r} = {hit} hit tokens / {total} input tokens" if reveal
             else f"{call} returned {got!r}, which differs from the contract's replay of this trace")
     if not isinstance(got, float):

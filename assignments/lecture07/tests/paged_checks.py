@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+import pytest
 from hypothesis import HealthCheck, Phase, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
@@ -333,6 +334,15 @@ def slots_problem(
             return (f"{what}: {name} {got.tolist()}; expected {want} (first difference at position "
                     f"{start + wrong}). Likely cause: {cause}")
     return None
+
+
+def one_block_pool(student: Any, block_size: int, *dtype: Any) -> Any:
+    """BlockPool(CFG, 1, block_size, *dtype), failing the test with a message if it raises."""
+    pool, error = outcome(functools.partial(student.paged_kv.BlockPool, CFG, 1, block_size, *dtype))
+    if error is not None:
+        pytest.fail(f"BlockPool(TINY, n_blocks=1, block_size={block_size}) raised {describe_error(error)}: a pool of "
+                    "one block is valid (any n_blocks >= 1 and block_size >= 1)", pytrace=False)
+    return pool
 
 
 def slots_edge_problem(what: str, seq: Any, blocks: list[int]) -> str | None:

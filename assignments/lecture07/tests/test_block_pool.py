@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from paged_checks import CFG, pool_walk_problem, raise_problem
+from paged_checks import CFG, one_block_pool, pool_walk_problem, raise_problem
 
 # (operation, refcount of every named block afterwards, num_free afterwards); see pool_walk_problem.
 POOL_WALK: tuple[tuple[str, dict[str, int], int], ...] = (
@@ -65,7 +65,7 @@ def test_unknown_block_raises_value_error(student: Any) -> None:
 @pytest.mark.task("block_pool", points=1)
 def test_one_block_pool_arrays_and_sizes(student: Any) -> None:
     call = "BlockPool(TINY, n_blocks=1, block_size=3, float32)"
-    pool = student.paged_kv.BlockPool(CFG, 1, 3, np.float32)
+    pool = one_block_pool(student, 3, np.float32)
     shape = (1, CFG.n_layers, 3, CFG.n_kv_heads, CFG.d_head)
     for name in ("k", "v"):
         array = getattr(pool, name)

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from hypothesis.stateful import run_state_machine_as_test
 
-from paged_checks import CFG, MACHINE_SETTINGS, pool_machine, pool_walk_problem, raise_problem
+from paged_checks import CFG, MACHINE_SETTINGS, one_block_pool, pool_machine, pool_walk_problem, raise_problem
 
 WALK_BLOCKS = 4
 
@@ -92,7 +92,7 @@ def test_pool_arrays(student: Any, dtype: Any) -> None:
 
 @pytest.mark.task("block_pool", points=1)
 def test_one_block_pool(student: Any) -> None:
-    pool = student.paged_kv.BlockPool(CFG, 1, 7)
+    pool = one_block_pool(student, 7)
     assert (pool.n_blocks, pool.block_size, pool.num_free) == (1, 7, 1), (
         f"BlockPool(TINY, n_blocks=1, block_size=7) has n_blocks={pool.n_blocks!r}, block_size={pool.block_size!r}, "
         f"num_free={pool.num_free!r}; expected 1, 7 and 1: a pool of one block is valid, and every block starts free"
