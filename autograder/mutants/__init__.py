@@ -21,6 +21,8 @@ class Mutant:
     `tasks`: the tasks that may lose points (a failing test of any other task is a finding).
     `expect`: words (matched case-insensitively) that at least one failing test's message must
     contain, naming the bug for the student.
+    `public_blind`: empty when some public test fails on the mutant; otherwise why only the hidden
+    tests can catch it (for example, the real trace is not shipped).
     """
 
     name: str
@@ -29,6 +31,7 @@ class Mutant:
     description: str
     tasks: tuple[str, ...]
     expect: str
+    public_blind: str = ""
 
 
 class MutantError(ValueError):

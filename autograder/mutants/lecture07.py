@@ -298,4 +298,58 @@ MUTANTS = [
         "the ratio is the mean of per-request ratios instead of token-weighted",
         ("hit_ratio",), "a mean of per-request ratios",
     ),
+    # Found by a mutation sweep (issue 9, item 7): behaviour changes the tests used to miss.
+    Mutant(
+        "hash_skips_last_token_of_block", PREFIX,
+        ((HASH_STEP, HASH_STEP.replace("values[start:start + block_size]", "values[start:start + block_size - 1]")),),
+        "each digest leaves out the last token of its block, so prefixes differing only there collide",
+        ("block_hashes",), "do not cover every token of their block",
+    ),
+    Mutant(
+        "hash_skips_first_token_of_block", PREFIX,
+        ((HASH_STEP, HASH_STEP.replace("values[start:start + block_size]", "values[start + 1:start + block_size]")),),
+        "each digest leaves out the first token of its block, so prefixes differing only there collide",
+        ("block_hashes",), "do not cover every token of their block",
+    ),
+    Mutant(
+        "prefill_keeps_references_on_out_of_blocks", PREFIX,
+        (("    try:\n        logits = paged_step(params, cfg, [seq], [tokens[seq.length:]])[0]\n"
+          "    except BaseException:\n"
+          "        # All or nothing: give back the shared blocks' increfs and whatever reserve kept.\n"
+          "        seq.free()\n        raise\n",
+          "    logits = paged_step(params, cfg, [seq], [tokens[seq.length:]])[0]\n"),),
+        "a prefill that runs out of blocks re-raises but keeps its increfs of the shared blocks: references "
+        "nobody owns, so those blocks are never freed",
+        ("prefill",), "gives back every reference it took",
+    ),
+    Mutant(
+        "hit_ratio_of_empty_trace_divides_by_zero", PREFIX,
+        (("return hit / total if total else 0.0", "return hit / total"),),
+        "an empty trace (no tokens) raises ZeroDivisionError instead of returning 0.0",
+        ("hit_ratio",), "has hit ratio 0.0",
+    ),
+    Mutant(
+        "pool_refuses_one_block", PAGED,
+        (("if n_blocks < 1 or block_size < 1:", "if n_blocks <= 1 or block_size < 1:"),),
+        "BlockPool rejects a valid pool of one block",
+        ("block_pool",), "a pool of one block is valid",
+    ),
+    Mutant(
+        "slots_accepts_negative_start", PAGED,
+        (("if start < 0 or n < 0 or start + n > len(self.blocks) * size:", "if n < 0 or start + n > len(self.blocks) * size:"),),
+        "slots(-1, n) answers (numpy reads blocks[-1]) instead of raising ValueError",
+        ("paged_sequence",), "a negative start must raise ValueError",
+    ),
+    Mutant(
+        "slots_rejects_zero_positions", PAGED,
+        (("if start < 0 or n < 0 or start + n > len(self.blocks) * size:", "if start < 0 or n < 1 or start + n > len(self.blocks) * size:"),),
+        "slots(start, 0) raises instead of returning two empty int arrays",
+        ("paged_sequence",), "must return two empty int arrays",
+    ),
+    Mutant(
+        "slots_float_ids_when_empty", PAGED,
+        (("np.asarray(self.blocks, dtype=np.int64)[positions // size]", "np.asarray(self.blocks)[positions // size]"),),
+        "slots builds the ids from the block list without a dtype: float64 when the sequence holds no block",
+        ("paged_sequence",), "ids are ints even for an empty sequence",
+    ),
 ]

@@ -23,9 +23,16 @@ from kvlab.model import Config, forward
 class KVCache:
     """Keys and values of every layer for a batch of B sequences, up to `max_seq` tokens each.
 
-    `length` is the number of tokens stored per sequence (0 when new). `forward` calls
-    `update(layer, k, v)` once per layer with the T new tokens' k, v [B, T, Hkv, d], then
-    `advance(T)` once at the end, so all layers see the same `length` during one call.
+    `KVCache(cfg, batch, max_seq=None, dtype=np.float64)`: `max_seq=None` means `cfg.max_seq`; a
+    number given overrides it. Keys and values are stored in `dtype` (k, v of another dtype are
+    converted), and `update` returns them in that dtype. The cache may fill to exactly `max_seq`
+    tokens. Tests call it positionally `KVCache(cfg, batch)` and with the keywords `max_seq=` and
+    `dtype=`.
+
+    `length` (a public int attribute) is the number of tokens stored per sequence (0 when new).
+    `forward` calls `update(layer, k, v)` once per layer with the T new tokens' k, v
+    [B, T, Hkv, d], then `advance(T)` once at the end, so all layers see the same `length` during
+    one call.
     """
 
     def __init__(self, cfg: Config, batch: int, max_seq: int | None = None, dtype: Any = np.float64) -> None:
@@ -44,9 +51,10 @@ class KVCache:
     def update(self, layer: int, k: np.ndarray, v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Store k, v [B, T, Hkv, d] at positions length .. length+T-1 of `layer`.
 
-        Returns (K, V) for positions 0 .. length+T-1 of that layer, each [B, length+T, Hkv, d].
-        Does not change `length` (that is `advance`'s job, once per forward call).
-        Raises ValueError when length+T would pass max_seq.
+        Returns the pair (K, V) for positions 0 .. length+T-1 of that layer, each
+        [B, length+T, Hkv, d] in the cache's dtype. Does not change `length` (that is `advance`'s
+        job, once per forward call). Raises ValueError when length+T would pass max_seq (length+T
+        == max_seq is allowed).
         """
         # BEGIN SOLUTION
         end = self.length + k.shape[1]
@@ -58,13 +66,16 @@ class KVCache:
         # END SOLUTION
 
     def advance(self, n: int) -> None:
-        """Record that n more tokens per sequence are now stored: length += n."""
+        """Record that n more tokens per sequence are now stored: length += n (n >= 0; 0 is allowed)."""
         # BEGIN SOLUTION
         self.length += n
         # END SOLUTION
 
     def nbytes(self) -> int:
-        """Bytes of K and V held for the stored tokens: 2 * L * B * length * Hkv * d * itemsize."""
+        """Bytes of K and V held for the stored tokens: 2 * L * B * length * Hkv * d * itemsize.
+
+        `itemsize` is that of the cache's dtype; `length`, not max_seq, counts. A plain Python int.
+        """
         # BEGIN SOLUTION
         cfg = self.cfg
         return 2 * cfg.n_layers * self.batch * self.length * cfg.n_kv_heads * cfg.d_head * self.dtype.itemsize
@@ -80,10 +91,12 @@ def greedy_decode(
     params' dtype) in one `forward` call, then feed one new token per step. Greedy: argmax, the
     lowest index winning a tie (np.argmax does that).
 
-    Returns (tokens [B, T0+n_new]: the prompt then the new tokens, step_logits: a list of n_new
-    arrays [B, V], element i being the logits that chose new token i). Exactly T0 + n_new - 1 token
-    positions go through `forward`: no call after the last token is chosen. n_new == 0 calls
-    nothing and returns (prompt, []).
+    Returns the pair (tokens, step_logits): tokens, an integer ndarray [B, T0+n_new], the prompt
+    then the new tokens; step_logits, a list of n_new ndarrays [B, V] of the params' dtype (float32
+    params give float32 logits), element i being the logits that chose new token i. Exactly
+    T0 + n_new - 1 token positions go through `kvlab.model.forward` (the prompt once, then one
+    token per step): no call after the last token is chosen, and no other copy of the model may
+    compute them. n_new == 0 calls nothing and returns (prompt, []).
     """
     # BEGIN SOLUTION
     tokens = np.asarray(prompt)
@@ -103,7 +116,11 @@ def greedy_decode(
 
 
 def kv_bytes_per_token(n_layers: int, n_kv_heads: int, d_head: int, dtype_bytes: int = 2) -> int:
-    """Bytes of K and V one token occupies across all layers: 2 * n_layers * n_kv_heads * d_head * dtype_bytes."""
+    """Bytes of K and V one token occupies across all layers: 2 * n_layers * n_kv_heads * d_head * dtype_bytes.
+
+    A plain Python int (not a numpy integer, not a float). `dtype_bytes` defaults to 2 (BF16) and
+    is passed as a keyword by the tests.
+    """
     # BEGIN SOLUTION
     return 2 * n_layers * n_kv_heads * d_head * dtype_bytes
     # END SOLUTION
@@ -112,7 +129,11 @@ def kv_bytes_per_token(n_layers: int, n_kv_heads: int, d_head: int, dtype_bytes:
 def kv_cache_bytes(
     n_layers: int, n_kv_heads: int, d_head: int, seq_len: int, batch: int, dtype_bytes: int = 2
 ) -> int:
-    """Bytes of a KV cache holding seq_len tokens for each of batch sequences (a plain int)."""
+    """Bytes of a KV cache holding seq_len tokens for each of batch sequences (a plain int).
+
+    kv_bytes_per_token(n_layers, n_kv_heads, d_head, dtype_bytes) times seq_len times batch; `seq_len` and
+    `batch` come positionally, `dtype_bytes` (default 2) as a keyword.
+    """
     # BEGIN SOLUTION
     return kv_bytes_per_token(n_layers, n_kv_heads, d_head, dtype_bytes) * seq_len * batch
     # END SOLUTION

@@ -33,10 +33,16 @@ def check_block_id(block: Any, n_blocks: int) -> None:
 class BlockPool:
     """`n_blocks` blocks of `block_size` token slots each, for every layer.
 
-    `k`, `v`: [n_blocks, L, block_size, Hkv, d] arrays of `dtype`. A block is free (refcount 0) or
-    in use (refcount >= 1). `allocate()` hands out any free block with refcount 1; `decref` to 0
-    frees it again. `incref`/`decref` raise ValueError for an unknown or free block; `refcount`
-    raises ValueError for an unknown block and is 0 for a free one.
+    `BlockPool(cfg, n_blocks, block_size, dtype=np.float64)` (tests may pass dtype positionally).
+    Any n_blocks >= 1 and block_size >= 1 is valid, a pool of one block included. Public
+    attributes: `n_blocks` and `block_size` (the ints given), `k`, `v`: [n_blocks, L, block_size,
+    Hkv, d] arrays of `dtype`, and the property `num_free`. Block ids are the ints 0 .. n_blocks-1.
+
+    A block is free (refcount 0) or in use (refcount >= 1). `allocate()` hands out any free block
+    (an int id) with refcount 1; `decref` to 0 frees it again, and it can be allocated again.
+    `incref`/`decref` raise ValueError for an unknown id (negative or >= n_blocks) or a free block;
+    `refcount` raises ValueError for an unknown id and is 0 for a free block. A call that raises
+    changes nothing.
     """
 
     def __init__(self, cfg: Config, n_blocks: int, block_size: int, dtype: Any = np.float64) -> None:
@@ -73,7 +79,9 @@ class BlockPool:
 class PagedSequence:
     """One request's KV: `blocks` (block ids in position order) in `pool`, `length` tokens stored.
 
-    Position p lives in block `blocks[p // block_size]` at offset `p % block_size`.
+    Public attributes: `pool` (the pool given), `blocks` (a list of block ids, [] when new) and
+    `length` (an int, 0 when new; `kvlab.paged.paged_step` adds to it). Position p lives in block
+    `blocks[p // block_size]` at offset `p % block_size`.
     """
 
     def __init__(self, pool: BlockPool) -> None:
@@ -81,7 +89,7 @@ class PagedSequence:
         raise NotImplementedError("PagedSequence.__init__ (task paged_sequence)")
 
     def reserve(self, n: int) -> None:
-        """Allocate blocks until len(blocks) * block_size >= length + n.
+        """Allocate blocks until len(blocks) * block_size >= length + n (n >= 0; it never frees).
 
         All or nothing: if the pool runs out, release the blocks this call allocated and re-raise
         OutOfBlocks, leaving the sequence as it was.
@@ -92,7 +100,9 @@ class PagedSequence:
     def slots(self, start: int, n: int) -> tuple[np.ndarray, np.ndarray]:
         """(block ids, offsets within the block) of positions start .. start+n-1: two int arrays [n].
 
-        ValueError for a position beyond the reserved blocks.
+        A pair of integer ndarrays of shape (n,): slots(start, 0) returns two empty int arrays
+        (dtype int, even when the sequence holds no block). ValueError for a negative start or n,
+        and for a position beyond the reserved blocks (start + n > len(blocks) * block_size).
         """
         # YOUR CODE HERE
         raise NotImplementedError("PagedSequence.slots (task paged_sequence)")

@@ -1,7 +1,7 @@
 """Public tests of KVCache (task kv_cache). Run: make test TASK=kv_cache.
 
-The grader runs more tests than these (other models, batch sizes, dtypes and the max_seq limit);
-passing here is a start, not a guarantee.
+The grader checks the same rules with the same diagnoses (decode_checks.py, in this folder) on
+other models, batch sizes, chunk sizes and limits.
 """
 from __future__ import annotations
 
@@ -10,21 +10,17 @@ from typing import Any
 import numpy as np
 import pytest
 
-from kvlab.model import TINY
-from kvlab.testing import array_difference
+from decode_checks import (
+    CONFIGS, describe, exception_from, fill_problem, kv_chunk, limit_problem, nbytes_problem, stored_problem,
+)
+from kvlab.model import TINY, config_like
 
 BATCH = 2
 
 
-def random_kv(length: int, seed: int) -> np.ndarray:
-    """Random keys (or values) for every layer of TINY: [L, BATCH, length, Hkv, d]."""
-    shape = (TINY.n_layers, BATCH, length, TINY.n_kv_heads, TINY.d_head)
-    return np.random.default_rng(seed).normal(size=shape)
-
-
 def store(cache: Any, keys: np.ndarray, values: np.ndarray) -> None:
     """Store keys/values [L, B, T, Hkv, d] as forward does: update every layer, then advance(T)."""
-    for layer in range(TINY.n_layers):
+    for layer in range(keys.shape[0]):
         cache.update(layer, keys[layer], values[layer])
     cache.advance(keys.shape[2])
 
@@ -33,42 +29,106 @@ def store(cache: Any, keys: np.ndarray, values: np.ndarray) -> None:
 def test_new_cache_is_empty(student: Any) -> None:
     cache = student.kv_decode.KVCache(TINY, BATCH)
     assert cache.length == 0, f"a new KVCache should have length 0; got {cache.length}"
-    assert cache.nbytes() == 0, f"a new KVCache holds no tokens, so nbytes() should be 0; got {cache.nbytes()}"
+    problem = nbytes_problem(cache.nbytes(), TINY, BATCH, 0, 8, TINY.max_seq)
+    assert problem is None, problem
 
 
 @pytest.mark.task("kv_cache", points=1)
 def test_update_returns_every_stored_position(student: Any) -> None:
-    keys, values = random_kv(4, seed=0), random_kv(4, seed=1)
-    cache = student.kv_decode.KVCache(TINY, BATCH)
+    cfg = CONFIGS["MQA"]
+    keys, values = kv_chunk(cfg, BATCH, 4, seed=20), kv_chunk(cfg, BATCH, 4, seed=21)
+    cache = student.kv_decode.KVCache(cfg, BATCH)
     # A 3-token prompt, then one decode token: the second update must return all 4 positions.
     for start, end in ((0, 3), (3, 4)):
-        for layer in range(TINY.n_layers):
-            K, V = cache.update(layer, keys[layer, :, start:end], values[layer, :, start:end])
-            for name, got, stored in (("K", K, keys), ("V", V, values)):
-                problem = array_difference(
-                    f"{name} returned by update(layer={layer}) at length {start} with T={end - start}",
-                    got, stored[layer, :, :end],
-                )
-                assert problem is None, f"{problem} (update returns positions 0 .. length+T-1 of that layer)"
+        for layer in range(cfg.n_layers):
+            returned = cache.update(layer, keys[layer, :, start:end], values[layer, :, start:end])
+            assert isinstance(returned, (tuple, list)) and len(returned) == 2, (
+                f"update(layer={layer}, k, v) should return a pair (K, V); got {type(returned).__name__}"
+            )
+            for name, got, stored in (("K", returned[0], keys), ("V", returned[1], values)):
+                problem = stored_problem(f"{name} returned by update on {describe(cfg)}, batch {BATCH}",
+                                         got, stored[layer, :, :end], start, layer, stored[:, :, :end])
+                assert problem is None, problem
         cache.advance(end - start)
 
 
 @pytest.mark.task("kv_cache", points=1)
 def test_only_advance_changes_length(student: Any) -> None:
-    keys, values = random_kv(3, seed=2), random_kv(3, seed=3)
+    keys, values = kv_chunk(TINY, BATCH, 3, seed=22), kv_chunk(TINY, BATCH, 3, seed=23)
     cache = student.kv_decode.KVCache(TINY, BATCH)
     cache.update(0, keys[0], values[0])
-    assert cache.length == 0, f"update must not change length (advance does); length is {cache.length} after update"
+    assert cache.length == 0, (
+        f"after update(layer=0) with T=3 tokens on a new cache, length is {cache.length}: update must not change "
+        "length (forward calls update once per layer and all layers must see the same length; advance(3) moves "
+        "it once at the end)"
+    )
     cache.advance(3)
-    assert cache.length == 3, f"after advance(3) on a new cache, length should be 3; got {cache.length}"
+    assert cache.length == 3, f"after advance(3) on a new cache, length is {cache.length}; advance(n) must do length += n"
 
 
 @pytest.mark.task("kv_cache", points=1)
 def test_nbytes_counts_stored_tokens(student: Any) -> None:
-    cache = student.kv_decode.KVCache(TINY, BATCH)
-    store(cache, random_kv(5, seed=4), random_kv(5, seed=5))
-    expected = 2 * TINY.n_layers * BATCH * 5 * TINY.n_kv_heads * TINY.d_head * 8
-    assert cache.nbytes() == expected, (
-        f"nbytes() with 5 float64 tokens stored should be 2 * L * B * length * Hkv * d * itemsize = "
-        f"{expected}; got {cache.nbytes()}"
-    )
+    # Batch 3: with batch 2, a missing factor 2 and a missing batch factor give the same number.
+    cache = student.kv_decode.KVCache(TINY, 3, dtype=np.float32)
+    store(cache, kv_chunk(TINY, 3, 5, seed=24, dtype=np.float32), kv_chunk(TINY, 3, 5, seed=25, dtype=np.float32))
+    problem = nbytes_problem(cache.nbytes(), TINY, 3, 5, 4, TINY.max_seq)
+    assert problem is None, problem
+
+
+@pytest.mark.task("kv_cache", points=1)
+def test_stored_dtype_follows_constructor(student: Any) -> None:
+    cfg = CONFIGS["MHA"]
+    # float64 k, v into a float16 cache: the result shows what the cache stores, not what came in.
+    keys, values = kv_chunk(cfg, 1, 3, seed=26), kv_chunk(cfg, 1, 3, seed=27)
+    cache = student.kv_decode.KVCache(cfg, 1, dtype=np.float16)
+    K, V = cache.update(1, keys[1], values[1])
+    for name, got, sent in (("K", K, keys[1]), ("V", V, values[1])):
+        assert np.asarray(got).dtype == np.float16, (
+            f"KVCache(cfg, 1, dtype=float16).update returned {name} of dtype {np.asarray(got).dtype} for float64 "
+            "input: the cache must store keys and values in the dtype given to its constructor"
+        )
+        assert np.array_equal(got, sent.astype(np.float16)), (
+            f"KVCache(dtype=float16).update returned {name} values that are not the stored k/v converted to the "
+            "cache's dtype"
+        )
+
+
+# (cfg, max_seq passed to the constructor or None for the default, the resulting limit): other
+# limits than the grader's, the default (cfg.max_seq) and an argument that overrides it.
+LIMITS = {
+    "default": (config_like(CONFIGS["MQA"], max_seq=9), None, 9),
+    "custom": (CONFIGS["MQA"], 4, 4),
+}
+
+
+@pytest.mark.task("kv_cache", points=1)
+@pytest.mark.parametrize("limit", sorted(LIMITS))
+def test_cache_fills_to_exactly_max_seq(student: Any, limit: str) -> None:
+    cfg, max_seq, size = LIMITS[limit]
+    keys, values = kv_chunk(cfg, 2, size, seed=28), kv_chunk(cfg, 2, size, seed=29)
+    cache = student.kv_decode.KVCache(cfg, 2, max_seq=max_seq)
+    made = f"KVCache(cfg with max_seq={cfg.max_seq}, batch=2, max_seq={max_seq})"
+    start = 0
+    for T in (1, size - 1):
+        error = exception_from(store, cache, keys[:, :, start:start + T], values[:, :, start:start + T])
+        problem = fill_problem(made, error, size, T, start)
+        assert problem is None, problem
+        start += T
+
+
+@pytest.mark.task("kv_cache", points=1)
+@pytest.mark.parametrize("limit", sorted(LIMITS))
+def test_update_past_max_seq_raises(student: Any, limit: str) -> None:
+    cfg, max_seq, size = LIMITS[limit]
+    keys, values = kv_chunk(cfg, 2, size + 2, seed=30), kv_chunk(cfg, 2, size + 2, seed=31)
+    made = f"KVCache(cfg with max_seq={cfg.max_seq}, batch=2, max_seq={max_seq})"
+    ignored = max_seq is not None and max_seq != cfg.max_seq
+    fresh = student.kv_decode.KVCache(cfg, 2, max_seq=max_seq)
+    error = exception_from(fresh.update, 0, keys[0], values[0])
+    problem = limit_problem(made, error, size, size + 2, 0, ignored)
+    assert problem is None, problem
+    full = student.kv_decode.KVCache(cfg, 2, max_seq=max_seq)
+    store(full, keys[:, :, :size], values[:, :, :size])
+    error = exception_from(full.update, 0, keys[0, :, size:size + 1], values[0, :, size:size + 1])
+    problem = limit_problem(made, error, size, 1, size, ignored)
+    assert problem is None, problem

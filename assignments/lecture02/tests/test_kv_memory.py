@@ -2,6 +2,7 @@
 
 Llama-3.1-8B (config.json): 32 layers, 8 KV heads, head size 128. In BF16 (2 bytes) a token needs
 2 * 32 * 8 * 128 * 2 = 131,072 bytes (128 KiB) of K and V; 8,192 tokens of one sequence need 1 GiB.
+The grader checks the same formulas, with the same diagnoses (decode_checks.py), on other models.
 """
 from __future__ import annotations
 
@@ -9,18 +10,32 @@ from typing import Any
 
 import pytest
 
+from decode_checks import bytes_problem
+
 LLAMA_8B = (32, 8, 128)
+K_AND_V = "2 (K and V are both stored)"
 
 
 @pytest.mark.task("kv_memory", points=1)
 def test_llama_8b_bytes_per_token(student: Any) -> None:
     actual = student.kv_decode.kv_bytes_per_token(*LLAMA_8B, dtype_bytes=2)
-    assert type(actual) is int, f"kv_bytes_per_token should return a plain int; got {type(actual).__name__}"
-    assert actual == 131_072, f"kv_bytes_per_token(32, 8, 128, dtype_bytes=2) should be 131072; got {actual}"
+    problem = bytes_problem("kv_bytes_per_token(32, 8, 128, dtype_bytes=2) (Llama-3.1-8B)", actual, 131_072,
+                            {K_AND_V: 2, "dtype_bytes": 2, "n_layers": 32})
+    assert problem is None, problem
 
 
 @pytest.mark.task("kv_memory", points=1)
 def test_llama_8b_cache_of_8k_tokens(student: Any) -> None:
-    actual = student.kv_decode.kv_cache_bytes(*LLAMA_8B, seq_len=8192, batch=1, dtype_bytes=2)
-    assert type(actual) is int, f"kv_cache_bytes should return a plain int; got {type(actual).__name__}"
-    assert actual == 2**30, f"kv_cache_bytes(32, 8, 128, seq_len=8192, batch=1) should be 2**30 = {2**30}; got {actual}"
+    actual = student.kv_decode.kv_cache_bytes(*LLAMA_8B, 8192, 1, dtype_bytes=2)
+    problem = bytes_problem("kv_cache_bytes(32, 8, 128, 8192, 1, dtype_bytes=2) (Llama-3.1-8B)", actual, 2**30,
+                            {K_AND_V: 2, "dtype_bytes": 2, "seq_len": 8192})
+    assert problem is None, problem
+
+
+@pytest.mark.task("kv_memory", points=1)
+def test_llama_8b_cache_of_a_batch(student: Any) -> None:
+    # A batch of 4 sequences of 2,048 tokens in FP8 (1 byte): 4 * 2048 * 65,536 bytes = 512 MiB.
+    actual = student.kv_decode.kv_cache_bytes(*LLAMA_8B, 2048, 4, dtype_bytes=1)
+    problem = bytes_problem("kv_cache_bytes(32, 8, 128, 2048, 4, dtype_bytes=1) (Llama-3.1-8B)", actual, 2**29,
+                            {K_AND_V: 2, "seq_len": 2048, "batch": 4})
+    assert problem is None, problem

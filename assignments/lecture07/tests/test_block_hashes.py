@@ -1,37 +1,67 @@
 """Public tests of block_hashes (task block_hashes). Run: make test TASK=block_hashes.
 
-One lowercase hex SHA-256 digest per full block; digest i covers every token of blocks 0 .. i.
+One lowercase hex SHA-256 digest per full block; digest i covers every token of blocks 0 .. i. The
+grader checks the same properties with the same diagnoses (prefix_checks.py, in this folder) on
+other tokens and block sizes.
 """
 from __future__ import annotations
 
-import re
 from typing import Any
 
 import numpy as np
 import pytest
 
+from prefix_checks import checked_hashes, digests_problem, every_token_problem, first_difference
+
 
 @pytest.mark.task("block_hashes", points=1)
 def test_one_digest_per_full_block(student: Any) -> None:
-    digests = student.prefix_cache.block_hashes(list(range(20)), 8)
-    assert isinstance(digests, list) and len(digests) == 2, (
-        f"20 tokens in blocks of 8 make 2 full blocks (the last 4 tokens get no digest); got {digests!r}"
-    )
-    for digest in digests:
-        assert isinstance(digest, str) and re.fullmatch(r"[0-9a-f]{64}", digest), (
-            f"each digest should be 64 lowercase hex characters (hashlib.sha256(...).hexdigest()); got {digest!r}"
-        )
+    for n in (0, 7, 8, 20):
+        call = f"block_hashes(<{n} tokens>, 8)"
+        problem = digests_problem(call, student.prefix_cache.block_hashes(list(range(n)), 8), n, 8)
+        assert problem is None, problem
 
 
 @pytest.mark.task("block_hashes", points=1)
-def test_chained_and_dtype_independent(student: Any) -> None:
-    block_hashes = student.prefix_cache.block_hashes
-    tokens = list(range(16))
-    changed = [99] + tokens[1:]
-    before, after = block_hashes(tokens, 8), block_hashes(changed, 8)
+def test_chained_and_the_same_everywhere(student: Any) -> None:
+    tokens = [int(t) for t in np.random.default_rng(30).integers(0, 100, size=16)]
+    changed = [tokens[0] + 1] + tokens[1:]
+    before, after = checked_hashes(student, tokens, 8), checked_hashes(student, changed, 8)
     assert before[0] != after[0] and before[1] != after[1], (
-        "changing a token of block 0 must change digest 0 and digest 1 too: digest i covers blocks 0 .. i"
+        "changing a token of block 0 must change digest 0 and digest 1 too. Likely cause: the digests are not "
+        "chained: digest i must cover every token of blocks 0 .. i (hash the previous digest together with block i)"
     )
-    assert block_hashes(np.array(tokens, dtype=np.int32), 8) == before, (
-        "an int32 array of the same values must give the same digests as a list"
+    as_int32 = checked_hashes(student, np.array(tokens, dtype=np.int32), 8)
+    assert as_int32 == before, (
+        f"block_hashes of the same 16 token values as an int32 array differs from the digests of a list (first "
+        f"difference at digest {first_difference(as_int32, before)}). Likely cause: the bytes hashed depend on the "
+        "dtype; convert the values to one fixed integer width and byte order first"
     )
+    fresh = student.fresh_call("prefix_cache", "block_hashes", tokens, 8)
+    assert list(fresh) == before, (
+        "block_hashes gives different digests in a fresh process. Likely cause: Python's hash() of a str or bytes "
+        "is salted per process (PYTHONHASHSEED) and so is anything derived from it: hash the bytes with "
+        "hashlib.sha256 only"
+    )
+
+
+@pytest.mark.task("block_hashes", points=1)
+def test_parent_continues_the_chain(student: Any) -> None:
+    tokens = [int(t) for t in np.random.default_rng(31).integers(0, 1000, size=20)]
+    a, b = tokens[:6], tokens[6:]
+    whole, head = checked_hashes(student, a + b, 6), checked_hashes(student, a, 6)
+    continued = checked_hashes(student, b, 6, parent=head[-1])
+    at = first_difference(whole, head + continued)
+    assert at is None, (
+        f"block_hashes(a + b, 6) differs from block_hashes(a, 6) + block_hashes(b, 6, parent=block_hashes(a, 6)[-1]) "
+        f"at digest {at} (len(a) = 6, len(b) = 14). Likely cause: the parent is ignored, or it does not seed the "
+        "chain exactly as the previous block's digest does inside one call: digest i covers the previous digest "
+        "(the parent for i = 0) and block i's tokens"
+    )
+
+
+@pytest.mark.task("block_hashes", points=1)
+def test_every_token_of_a_block_counts(student: Any) -> None:
+    tokens = np.random.default_rng(32).integers(0, 1000, size=3 * 5)
+    problem = every_token_problem(student, tokens, 5)
+    assert problem is None, problem

@@ -1,47 +1,80 @@
 """Public tests of BlockPool (task block_pool). Run: make test TASK=block_pool.
 
 A block's refcount is its number of users: allocate gives a free block refcount 1, incref adds a
-user, decref removes one, and at refcount 0 the block is free again.
+user, decref removes one, and at refcount 0 the block is free again. The grader checks the same
+rules with the same diagnoses (paged_checks.py, in this folder) on longer walks and random calls.
 """
 from __future__ import annotations
 
+import functools
 from typing import Any
 
+import numpy as np
 import pytest
 
-from kvlab.model import TINY
+from paged_checks import CFG, one_block_pool, pool_walk_problem, raise_problem
+
+# (operation, refcount of every named block afterwards, num_free afterwards); see pool_walk_problem.
+POOL_WALK: tuple[tuple[str, dict[str, int], int], ...] = (
+    ("allocate a", {"a": 1}, 2),
+    ("incref a", {"a": 2}, 2),
+    ("allocate b", {"a": 2, "b": 1}, 1),
+    ("decref a", {"a": 1, "b": 1}, 1),
+    ("allocate c", {"a": 1, "b": 1, "c": 1}, 0),
+    ("allocate -> OutOfBlocks", {"a": 1, "b": 1, "c": 1}, 0),
+    ("decref c", {"a": 1, "b": 1, "c": 0}, 1),
+    ("incref c -> ValueError", {"a": 1, "b": 1, "c": 0}, 1),
+    ("decref c -> ValueError", {"a": 1, "b": 1, "c": 0}, 1),
+    ("decref a", {"a": 0, "b": 1}, 2),
+)
 
 
 @pytest.mark.task("block_pool", points=1)
 def test_allocate_incref_decref(student: Any) -> None:
-    pool = student.paged_kv.BlockPool(TINY, 3, 4)
-    block = pool.allocate()
-    assert pool.refcount(block) == 1, f"a newly allocated block should have refcount 1; got {pool.refcount(block)}"
-    assert pool.num_free == 2, f"after one allocate of 3 blocks num_free should be 2; got {pool.num_free}"
-    pool.incref(block)
-    assert pool.refcount(block) == 2, f"after incref the refcount should be 2; got {pool.refcount(block)}"
-    assert pool.num_free == 2, f"incref must not change num_free (still 2); got {pool.num_free}"
-    pool.decref(block)
-    pool.decref(block)
-    assert pool.refcount(block) == 0, f"after two decrefs the block should be free (refcount 0); got {pool.refcount(block)}"
-    assert pool.num_free == 3, f"a block at refcount 0 is free again: num_free should be 3; got {pool.num_free}"
+    problem = pool_walk_problem(student, POOL_WALK, 3, block_size=4)
+    assert problem is None, problem
 
 
 @pytest.mark.task("block_pool", points=1)
 def test_out_of_blocks_and_double_free(student: Any) -> None:
-    pool = student.paged_kv.BlockPool(TINY, 2, 4)
+    pool = student.paged_kv.BlockPool(CFG, 2, 4)
     blocks = [pool.allocate(), pool.allocate()]
     assert len(set(blocks)) == 2, f"two allocates returned {blocks}; expected two different blocks"
-    try:
-        extra = pool.allocate()
-    except student.paged_kv.OutOfBlocks:
-        pass
-    else:
-        pytest.fail(f"allocate() with every block in use should raise OutOfBlocks; it returned {extra!r}")
+    problem = raise_problem("allocate() with every block in use", pool.allocate, student.paged_kv.OutOfBlocks,
+                            "allocate must raise OutOfBlocks (the class in paged_kv.py) when no block is free")
+    assert problem is None, problem
     pool.decref(blocks[0])
-    try:
-        pool.decref(blocks[0])
-    except ValueError:
-        pass
-    else:
-        pytest.fail(f"decref of the free block {blocks[0]} (a double free) should raise ValueError; it returned without an error")
+    problem = raise_problem(f"decref({blocks[0]}) of a free block", functools.partial(pool.decref, blocks[0]),
+                            ValueError, "decref of a free block is a double free: it must raise ValueError")
+    assert problem is None, problem
+
+
+@pytest.mark.task("block_pool", points=1)
+def test_unknown_block_raises_value_error(student: Any) -> None:
+    pool = student.paged_kv.BlockPool(CFG, 2, 4)
+    pool.allocate()
+    for method, block in (("incref", 2), ("decref", -2), ("refcount", 2), ("refcount", -2)):
+        problem = raise_problem(
+            f"{method}({block}) on BlockPool(n_blocks=2)", functools.partial(getattr(pool, method), block),
+            ValueError, "block ids are 0 .. 1: any other id is unknown and must raise ValueError "
+                        "(a negative id must not index from the end of a list)",
+        )
+        assert problem is None, problem
+
+
+@pytest.mark.task("block_pool", points=1)
+def test_one_block_pool_arrays_and_sizes(student: Any) -> None:
+    call = "BlockPool(TINY, n_blocks=1, block_size=3, float32)"
+    pool = one_block_pool(student, 3, np.float32)
+    shape = (1, CFG.n_layers, 3, CFG.n_kv_heads, CFG.d_head)
+    for name in ("k", "v"):
+        array = getattr(pool, name)
+        assert isinstance(array, np.ndarray) and array.shape == shape, (
+            f"{call}.{name} should be an array [n_blocks, L, block_size, Hkv, d] = {shape}; got "
+            f"{getattr(array, 'shape', type(array).__name__)}"
+        )
+        assert array.dtype == np.float32, f"{call}.{name} has dtype {array.dtype}; expected float32"
+    assert (pool.n_blocks, pool.block_size, pool.num_free) == (1, 3, 1), (
+        f"{call} has n_blocks={pool.n_blocks!r}, block_size={pool.block_size!r}, num_free={pool.num_free!r}; "
+        "expected 1, 3 and 1: a pool of one block is valid, and every block starts free"
+    )

@@ -1,28 +1,125 @@
-"""Public tests of LRUCache and LFUCache (task eviction). Run: make test TASK=eviction."""
+"""Public tests of LRUCache, LFUCache and make_cache (task eviction). Run: make test TASK=eviction.
+
+Scripted calls with the cache's contents after every call, `in` not being a use, make_cache's
+errors, and the time limit. The grader checks the same rules with the same diagnoses
+(eviction_checks.py, in this folder) on other scripts, random calls and the full trace.
+"""
 from __future__ import annotations
 
+import functools
+import time
 from typing import Any
 
 import pytest
 
+from eviction_checks import (
+    CLASSES, GUARD_CAPACITY, SLOW_CAUSE, TIME_LIMIT_SECONDS, Script, full_trace, script_problem, time_limit,
+)
+from paged_checks import raise_problem
+
+# LRU, capacity 2.
+LRU_SCRIPT: Script = (
+    ("insert", [5, 6], None, {5, 6}, "two blocks fit in capacity 2"),
+    ("match", [6, 5, 7], 2, {5, 6}, "6 and 5 are present and 7 is not: match counts the leading blocks present"),
+    ("insert", [7], None, {5, 7},
+     "the cache is full, so 7 evicts the least recently used block, 6: the match used 6, then 5, so matched "
+     "blocks must count as used now"),
+    ("insert", [5, 8], None, {5, 8}, "insert uses 5 (present), then 8 evicts the least recently used, 7"),
+    ("match", [8], 1, {5, 8}, "8 is present"),
+    ("insert", [9], None, {8, 9}, "9 evicts 5, used before 8"),
+)
+
+# LFU, capacity 2.
+LFU_SCRIPT: Script = (
+    ("insert", [1, 2], None, {1, 2}, "two blocks fit in capacity 2, with 1 use each"),
+    ("match", [1], 1, {1, 2}, "1 now has 2 uses"),
+    ("match", [1], 1, {1, 2}, "1 now has 3 uses"),
+    ("insert", [3], None, {1, 3}, "3 evicts 2, the block with the fewest uses (1): the matches gave 1 two more"),
+    ("insert", [4], None, {1, 4}, "4 evicts 3, the only block with 1 use"),
+    ("match", [4], 1, {1, 4}, "4 now has 2 uses"),
+    ("insert", [3], None, {1, 3}, "3 comes back and evicts 4 (2 uses; 1 has 3)"),
+    ("insert", [3, 3], None, {1, 3}, "3 is present: inserting a present block counts as a use (3 now has 3)"),
+    ("insert", [5], None, {3, 5},
+     "1 and 3 tie at 3 uses (inserting a present block counts as a use), so 5 evicts 1: the tie goes to the "
+     "least recently used"),
+    ("insert", [1], None, {1, 3}, "1 comes back and evicts 5, the only block with 1 use"),
+    ("insert", [6], None, {3, 6},
+     "an evicted block's use count is forgotten: 1 came back with 1 use (not its old 3 + 1), the fewest, so 6 "
+     "evicts 1, not 3"),
+)
+
 
 @pytest.mark.task("eviction", points=1)
 def test_lru_evicts_least_recently_used(student: Any) -> None:
+    # `in` first: the script reads the contents with `in`, so a cache that counts it as a use fails there too.
     cache = student.prefix_cache.LRUCache(2)
     cache.insert([1, 2])
-    assert cache.match([1, 3]) == 1, "match([1, 3]) with 1 cached and 3 not should count 1 leading block"
+    asked = [1 in cache, 1 in cache]
     cache.insert([3])
     held = [block for block in (1, 2, 3) if block in cache]
-    assert held == [1, 3], f"the match used 1, so inserting 3 evicts 2 (least recently used); the cache holds {held}"
+    assert asked == [True, True] and held == [2, 3], (
+        f"LRUCache(2) after insert([1, 2]), twice `1 in cache` (answered {asked}), then insert([3]) holds {held}; "
+        "expected [2, 3]. `in` only asks: it must not count as a use, so 1, inserted before 2, is the least "
+        "recently used block"
+    )
+    problem = script_problem(student, "lru", 2, LRU_SCRIPT)
+    assert problem is None, problem
 
 
 @pytest.mark.task("eviction", points=1)
 def test_lfu_evicts_least_frequently_used(student: Any) -> None:
-    cache = student.prefix_cache.LFUCache(2)
-    cache.insert([1, 2])
-    cache.match([2])
-    cache.match([1])
-    cache.match([1])
-    cache.insert([3])
-    held = [block for block in (1, 2, 3) if block in cache]
-    assert held == [1, 3], f"1 has 3 uses and 2 has 2, so inserting 3 evicts 2; the cache holds {held}"
+    problem = script_problem(student, "lfu", 2, LFU_SCRIPT)
+    assert problem is None, problem
+
+
+@pytest.mark.task("eviction", points=1)
+def test_make_cache_and_bad_arguments(student: Any) -> None:
+    module = student.prefix_cache
+    cases = {
+        "make_cache(2, 'LRU')": functools.partial(module.make_cache, 2, "LRU"),
+        "make_cache(2, 'random')": functools.partial(module.make_cache, 2, "random"),
+        "LFUCache(-1)": functools.partial(module.LFUCache, -1),
+    }
+    for call, run in cases.items():
+        problem = raise_problem(call, run, ValueError,
+                                "the policy must be 'lru' or 'lfu' and the capacity an int >= 1 or None")
+        assert problem is None, problem
+    # 1 is used most and 2 last: LRU evicts 1, LFU evicts 2.
+    for policy, want in (("lru", [2, 3]), ("lfu", [1, 3])):
+        cache = module.make_cache(2, policy)
+        cache.insert([1, 2])
+        for blocks in ([1], [1], [2]):
+            cache.match(blocks)
+        cache.insert([3])
+        held = [block for block in (1, 2, 3) if block in cache]
+        assert held == want, (
+            f"make_cache(2, {policy!r}) after insert([1, 2]), match([1]), match([1]), match([2]), insert([3]) holds "
+            f"{held}; expected {want} as {CLASSES[policy]} would: make_cache must return an empty "
+            f"{CLASSES[policy]}(capacity)"
+        )
+
+
+@pytest.fixture(scope="module")
+def trace_blocks() -> list[int]:
+    """Every block id of make_trace() in trace order (407,156 ids, 190,838 distinct)."""
+    return [block for request in full_trace() for block in request.blocks]
+
+
+# The grader ends any call into your code after TIME_LIMIT_SECONDS; here the signal ends the test
+# (two calls, each held to the limit), and building the trace (func_only) is not timed.
+@pytest.mark.task("eviction", points=1)
+@pytest.mark.timeout(2 * TIME_LIMIT_SECONDS, method="signal", func_only=True)
+def test_cost_does_not_grow_with_capacity(student: Any, trace_blocks: list[int]) -> None:
+    for name in CLASSES.values():
+        cache = getattr(student.prefix_cache, name)(GUARD_CAPACITY)
+        call = (f"{name}({GUARD_CAPACITY:,}).insert(every block of make_trace(), {len(trace_blocks):,} ids, "
+                f"{len(set(trace_blocks)) - GUARD_CAPACITY:,} evictions)")
+        start = time.perf_counter()
+        with time_limit(call, 2 * TIME_LIMIT_SECONDS):
+            cache.insert(trace_blocks)
+        elapsed = time.perf_counter() - start
+        assert elapsed <= TIME_LIMIT_SECONDS, (
+            f"{call} did not finish within {TIME_LIMIT_SECONDS} s, the grader's limit per call (it took "
+            f"{elapsed:.1f} s). {SLOW_CAUSE}"
+        )
+        assert len(cache) == GUARD_CAPACITY, f"after {call} len(cache) is {len(cache)}; expected {GUARD_CAPACITY}"

@@ -2,13 +2,21 @@
 
 Block size 4. Request 1 repeats request 0: all 3 blocks match, but it has only 10 tokens, so 10
 hit. Request 2 shares its first block: 4 tokens. Request 3 shares two blocks: 8. 22 of 35 tokens.
+The expected values here come from `eviction_checks.unlimited_hits` (capacity None: nothing is
+evicted); the grader replays other traces and capacities through its own LRU and LFU, with the
+same diagnoses, and holds each call to the time limit the last test here checks.
 """
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import pytest
 
+from eviction_checks import (
+    GUARD_CAPACITY, SLOW_CAUSE, TIME_LIMIT_SECONDS, describe_call, full_trace, hit_ratio_problem, run_hit_ratio,
+    small_trace, time_limit, unlimited_hits,
+)
 from kvlab.trace import Request
 
 TRACE = [
@@ -21,5 +29,52 @@ TRACE = [
 
 @pytest.mark.task("hit_ratio", points=1)
 def test_small_trace(student: Any) -> None:
-    got = student.prefix_cache.hit_ratio(TRACE, None, "lru", block_size=4)
-    assert got == 22 / 35, f"hit_ratio of the 4-request trace (block_size 4, unlimited) should be 22/35; got {got!r}"
+    assert unlimited_hits(TRACE, None, "lru", 4) == (22, 35), "test setup: the hand count is 22 of 35 tokens"
+    for policy in ("lru", "lfu"):
+        call = describe_call("the 4-request trace above", None, policy, 4)
+        got, error = run_hit_ratio(student, TRACE, None, policy, 4)
+        problem = hit_ratio_problem(call, got, error, TRACE, None, policy, 4)
+        assert problem is None, problem
+    trace = small_trace(7)
+    call = describe_call("make_trace(7, n_requests=1500, duration=300.0)", None, "lru")
+    got, error = run_hit_ratio(student, trace, None, "lru")
+    problem = hit_ratio_problem(call, got, error, trace, None, "lru")
+    assert problem is None, problem
+
+
+@pytest.mark.task("hit_ratio", points=1)
+def test_empty_trace_is_zero(student: Any) -> None:
+    call = describe_call("[] (an empty trace)", 3, "lfu")
+    got, error = run_hit_ratio(student, [], 3, "lfu")
+    problem = hit_ratio_problem(call, got, error, [], None, "lfu")
+    assert problem is None, problem
+
+
+@pytest.fixture(scope="module")
+def synthetic_trace() -> tuple[Request, ...]:
+    """make_trace() with its defaults, built outside the time limit of the test that uses it."""
+    return full_trace()
+
+
+# The grader ends any call into your code after TIME_LIMIT_SECONDS (handout: "Time limit"). Here the
+# signal ends the test (two calls, each held to the limit); building the trace is not timed.
+@pytest.mark.task("hit_ratio", points=1)
+@pytest.mark.timeout(2 * TIME_LIMIT_SECONDS, method="signal", func_only=True)
+def test_full_synthetic_trace_within_the_time_limit(student: Any, synthetic_trace: tuple[Request, ...]) -> None:
+    hit, total = unlimited_hits(synthetic_trace, None, "lru")
+    for policy in ("lru", "lfu"):
+        call = describe_call("make_trace()", GUARD_CAPACITY, policy)
+        start = time.perf_counter()
+        with time_limit(call, 2 * TIME_LIMIT_SECONDS):
+            got, error = run_hit_ratio(student, synthetic_trace, GUARD_CAPACITY, policy)
+        elapsed = time.perf_counter() - start
+        assert error is None, f"{call} raised {type(error).__name__}: {error}"
+        assert elapsed <= TIME_LIMIT_SECONDS, (
+            f"{call} did not finish within {TIME_LIMIT_SECONDS} s, the grader's limit per call (it took "
+            f"{elapsed:.1f} s). {SLOW_CAUSE}"
+        )
+        # A bounded cache holds a subset of what an unlimited one holds, so it hits no more.
+        assert isinstance(got, float) and 0.0 <= got <= hit / total, (
+            f"{call} returned {got!r}; expected a float between 0.0 and {hit / total!r}, the hit ratio with "
+            "unlimited capacity: a cache with less room cannot hit more"
+        )

@@ -1,6 +1,9 @@
 """Public tests of prefill (task prefill). Run: make test TASK=prefill.
 
-A second request starting with the same two full blocks shares them and computes only the rest.
+Requests sharing leading full blocks share them (incref'd, never copied) and compute only the rest;
+a fully cached prompt recomputes its last block; a prefill that runs out of blocks changes nothing.
+The grader checks the same rules with the same diagnoses (prefix_checks.py, in this folder) on the
+lecture's few-shot prompts.
 """
 from __future__ import annotations
 
@@ -9,22 +12,46 @@ from typing import Any
 import numpy as np
 import pytest
 
-from kvlab.model import TINY, forward, init_params
-from kvlab.testing import array_difference
+from paged_checks import tokens_for
+from prefix_checks import (
+    PREFILL_BLOCK, all_or_nothing_problem, computed_problem, fully_cached_problem, logits_problem,
+    run_shared_prefix, shared_refcounts_problem,
+)
+
+# Three requests sharing a 48-token prefix (3 full blocks of 16), with tails of 5, 16 and 21 tokens.
+PREFIX, TAILS, N_BLOCKS = 48, (5, 16, 21), 32
 
 
 @pytest.mark.task("prefill", points=1)
 def test_second_request_reuses_the_prefix(student: Any) -> None:
-    params = init_params(TINY, seed=0)
-    rng = np.random.default_rng(1)
-    prefix = rng.integers(0, TINY.vocab, size=32)
-    first, second = (np.concatenate([prefix, rng.integers(0, TINY.vocab, size=n)]) for n in (5, 9))
-    pool = student.paged_kv.BlockPool(TINY, 16, 16)
-    cache = student.prefix_cache.PrefixCache(pool)
-    _, _, computed = student.prefix_cache.prefill(params, TINY, cache, first)
-    assert computed == 37, f"the first request has nothing cached: all 37 tokens are computed; got {computed}"
-    seq, logits, computed = student.prefix_cache.prefill(params, TINY, cache, second)
-    assert computed == 9, f"the second request shares 2 cached blocks of 16 and computes 41 - 32 = 9 tokens; got {computed}"
-    problem = array_difference("the second request's logits", logits, forward(params, TINY, second[None])[0, -1])
+    _, _, results = run_shared_prefix(student, PREFIX, N_BLOCKS, TAILS)
+    shared = PREFIX // PREFILL_BLOCK
+    for index, result in enumerate(results):
+        hits = shared if index else 0
+        what = f"request {index} ({PREFIX}-token shared prefix + {TAILS[index]} tokens of its own)"
+        problem = computed_problem(what, result, len(result.tokens) - hits * PREFILL_BLOCK, hits) or logits_problem(
+            what, result)
+        assert problem is None, problem
+
+
+@pytest.mark.task("prefill", points=1)
+def test_shared_blocks_have_exact_refcounts(student: Any) -> None:
+    pool, cache, results = run_shared_prefix(student, PREFIX, N_BLOCKS, TAILS)
+    problem = shared_refcounts_problem(pool, cache, results, PREFIX, N_BLOCKS)
     assert problem is None, problem
-    assert seq.length == 41, f"after prefill seq.length should be 41; got {seq.length}"
+
+
+@pytest.mark.task("prefill", points=1)
+def test_fully_cached_prompt_recomputes_its_last_block(student: Any) -> None:
+    problem = fully_cached_problem(student, tokens_for(3 * PREFILL_BLOCK, seed=41), 8)
+    assert problem is None, problem
+
+
+@pytest.mark.task("prefill", points=1)
+def test_failed_prefill_changes_nothing(student: Any) -> None:
+    # 2 full blocks cached and a partial one held by the first sequence leave 2 of 5 blocks free; the
+    # second prompt shares the 2 cached blocks and needs 4 more.
+    first = tokens_for(2 * PREFILL_BLOCK + 8, seed=42)
+    second = np.concatenate([first[:2 * PREFILL_BLOCK], tokens_for(60, seed=43)])
+    problem = all_or_nothing_problem(student, first, second, 5)
+    assert problem is None, problem

@@ -1,6 +1,7 @@
 """Public tests of PrefixCache (task prefix_cache). Run: make test TASK=prefix_cache.
 
-The cache maps a block hash to a block and holds one reference to each block it caches.
+The cache maps a block hash to a block and holds one reference to each block it caches. The grader
+checks the same rules with the same diagnoses (prefix_checks.py, in this folder) on a longer walk.
 """
 from __future__ import annotations
 
@@ -8,35 +9,44 @@ from typing import Any
 
 import pytest
 
-from kvlab.model import TINY
+from paged_checks import CFG
+from prefix_checks import prefix_walk_problem
 
-HASHES = ["aa" * 32, "bb" * 32, "cc" * 32]
+HELD = {"a": 1, "b": 1, "c": 1}
+
+# (operation, the blocks a lookup must return, refcount of every named block, len(cache)); see
+# prefix_walk_problem. The test holds one reference to each block it allocates.
+PREFIX_WALK: tuple[tuple[str, list[str] | None, dict[str, int], int], ...] = (
+    ("allocate a b c", None, HELD, 0),
+    ("register h0 h1 : a b", None, {**HELD, "a": 2, "b": 2}, 2),
+    ("lookup h0 h1 h2", ["a", "b"], {**HELD, "a": 2, "b": 2}, 2),
+    ("lookup h0 h2 h1", ["a"], {**HELD, "a": 2, "b": 2}, 2),  # stops at the first miss
+    ("register h1 h2 : c c", None, {**HELD, "a": 2, "b": 2, "c": 2}, 3),  # h1 is cached: skipped
+    ("release a b c", None, {**HELD, "c": 1}, 3),
+    ("lookup h0 h1 h2", ["a", "b", "c"], HELD, 3),
+    ("clear", None, {"a": 0, "b": 0, "c": 0}, 0),
+)
 
 
 @pytest.mark.task("prefix_cache", points=1)
 def test_register_then_lookup(student: Any) -> None:
-    pool = student.paged_kv.BlockPool(TINY, 4, 2)
-    cache = student.prefix_cache.PrefixCache(pool)
-    a, b = pool.allocate(), pool.allocate()
-    cache.register(HASHES[:2], [a, b])
-    assert (pool.refcount(a), pool.refcount(b), len(cache)) == (2, 2, 2), (
-        "register must cache both hashes and incref each block once: expected refcounts 2, 2 and len 2; got "
-        f"{pool.refcount(a)}, {pool.refcount(b)}, {len(cache)}"
-    )
-    found = list(cache.lookup(HASHES))
-    assert found == [a, b], f"lookup of 3 hashes whose first 2 are cached should give [{a}, {b}]; got {found}"
-    assert pool.refcount(a) == 2, f"lookup must not change refcounts; refcount({a}) is {pool.refcount(a)}, expected 2"
+    problem = prefix_walk_problem(student, PREFIX_WALK[:5], 5)
+    assert problem is None, problem
 
 
 @pytest.mark.task("prefix_cache", points=1)
 def test_clear_gives_back_the_references(student: Any) -> None:
-    pool = student.paged_kv.BlockPool(TINY, 4, 2)
+    problem = prefix_walk_problem(student, PREFIX_WALK, 5)
+    assert problem is None, problem
+
+
+@pytest.mark.task("prefix_cache", points=1)
+def test_cache_pool_is_the_pool_given(student: Any) -> None:
+    pool = student.paged_kv.BlockPool(CFG, 2, 3)
     cache = student.prefix_cache.PrefixCache(pool)
-    block = pool.allocate()
-    cache.register(HASHES[:1], [block])
-    pool.decref(block)
-    assert pool.num_free == 3, f"the cache's reference keeps the block in use: num_free should be 3; got {pool.num_free}"
-    cache.clear()
-    assert (len(cache), pool.num_free) == (0, 4), (
-        f"after clear() the cache should be empty and every block free; got len {len(cache)}, num_free {pool.num_free}"
+    block = cache.pool.allocate()
+    assert (pool.num_free, pool.refcount(block)) == (1, 1), (
+        f"after cache.pool.allocate() returned block {block}, the pool given to PrefixCache has num_free "
+        f"{pool.num_free} and refcount({block}) {pool.refcount(block)}; expected 1 and 1: prefix_cache.pool must "
+        "be the pool passed to PrefixCache(pool), not a new one"
     )

@@ -5,7 +5,7 @@ from typing import Any
 
 import pytest
 
-from _decode_checks import bytes_problem
+from decode_checks import bytes_problem
 
 # (layers, KV heads, head size) from each model's published config.json, and its KV bytes per
 # token in BF16 (2 bytes), as tabulated in the course's reference notes.
@@ -31,7 +31,7 @@ def test_bytes_per_token_on_real_models(student: Any, model: str) -> None:
         assert problem is None, problem
 
 
-@pytest.mark.task("kv_memory", points=2)
+@pytest.mark.task("kv_memory", points=1)
 def test_bytes_per_token_defaults_to_two_bytes(student: Any) -> None:
     (layers, kv_heads, head), bf16 = MODELS["Llama-3.1-8B"]
     actual = student.kv_decode.kv_bytes_per_token(layers, kv_heads, head)

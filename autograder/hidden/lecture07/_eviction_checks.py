@@ -1,5 +1,7 @@
-"""What the hidden lecture-7 tests of LRU/LFU eviction and hit_ratio share: trusted reference
-caches, the script interpreter, the traces, and the diagnosis of a wrong hit ratio.
+"""What the hidden lecture-7 tests of LRU/LFU eviction and hit_ratio keep to themselves: trusted
+reference caches, the scripts, the hand trace, random calls against the references, and the real
+trace. What the public tests share with them (the script interpreter, the synthetic traces, the time
+limit, the hit-ratio diagnosis) is in the public folder's eviction_checks.py.
 
 `ReferenceLRU` and `ReferenceLFU` are written independently of the reference solution (a heap with
 lazy deletion for LFU rather than per-count buckets) and kept here, never shipped, so that the
@@ -10,27 +12,27 @@ from __future__ import annotations
 
 import functools
 import heapq
+import secrets
 from collections import OrderedDict
-from collections.abc import Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import numpy as np
-import pytest
 
-from _paged_checks import describe_error, outcome
-from kvlab.trace import BLOCK, Request, load_mooncake_trace, make_trace, mooncake_dir
+from eviction_checks import CLASSES, Script
+from kvlab.trace import BLOCK, Request, load_mooncake_trace, mooncake_dir
+from paged_checks import describe_error, outcome
 
-# Wall-clock limit for a full-trace run at capacity 100,000. The reference solution needs about
-# 0.1-0.3 s and an eviction that scans the cache (O(capacity) per miss) needs minutes, so the limit
-# separates the two by far on a busy machine. Sandboxed grading also ends the call at the worker's
-# own per-call wall timeout (assignment.json: call_timeout_seconds = 10); this in-process limit is a
-# little longer so that there the worker's timeout, not this one, ends a slow call.
+# Wall-clock limit for a full-trace run at capacity about 100,000 in-process. Sandboxed grading ends
+# the call at the worker's own per-call wall timeout (assignment.json: call_timeout_seconds = 10, the
+# limit the handout states and the public timed tests use); this in-process limit is a little longer
+# so that there the worker's timeout, not this one, ends a slow call.
 GUARD_SECONDS = 12
-GUARD_CAPACITY = 100_000
 
-# Traces up to this many requests are replayed with each usual mistake to name the one made.
-DIAGNOSED_REQUESTS = 2_000
+
+def drawn(low: int, high: int) -> int:
+    """An int in low .. high drawn anew in every grading run (never a fixed, harvestable input)."""
+    return low + secrets.randbelow(high - low + 1)
 
 
 class ReferenceLRU:
@@ -115,9 +117,7 @@ class ReferenceLFU:
 
 REFERENCES = {"lru": ReferenceLRU, "lfu": ReferenceLFU}
 
-# Scripted calls: (operation, blocks, what match returns or None, contents afterwards, why).
-Script = tuple[tuple[str, list[int], int | None, set[int], str], ...]
-
+# Scripted calls: see eviction_checks.Script.
 # LRU, capacity 3.
 LRU_SCRIPT: Script = (
     ("insert", [1, 2, 3], None, {1, 2, 3}, "three blocks fit in capacity 3"),
@@ -181,43 +181,6 @@ HAND_BLOCK = 4
 # (capacity, policy) -> (hit tokens, input tokens), worked out by hand as above.
 HAND_HITS = {(None, "lru"): (22, 35), (None, "lfu"): (22, 35), (2, "lru"): (4, 35), (2, "lfu"): (4, 35)}
 
-CLASSES = {"lru": "LRUCache", "lfu": "LFUCache"}
-
-
-def script_problem(
-    student: Any, policy: str, capacity: int | None,
-    steps: Sequence[tuple[str, list[int], int | None, set[int], str]],
-) -> str | None:
-    """Run a scripted sequence on the student's LRUCache / LFUCache.
-
-    Rows: (operation "match" or "insert", blocks, what match returns (None for insert), the cache's
-    contents afterwards, why). After every row the return value, len(cache) and `b in cache` for
-    every block of the script are compared; `why` explains the row to the student.
-    """
-    name = f"{CLASSES[policy]}(capacity={capacity})"
-    cache = getattr(student.prefix_cache, CLASSES[policy])(capacity)
-    universe = sorted({block for _, blocks, _, _, _ in steps for block in blocks})
-    done: list[str] = []
-    for number, (op, blocks, want_n, contents, why) in enumerate(steps, 1):
-        where = f"{name}, step {number}: {op}({blocks}) after [{'; '.join(done) or 'nothing'}]"
-        got, error = outcome(functools.partial(getattr(cache, op), list(blocks)))
-        if error is not None:
-            return f"{where} raised {describe_error(error)}"
-        if op == "match" and got != want_n:
-            return f"{where} returned {got!r}; expected {want_n}: {why}"
-        held = [block for block in universe if block in cache]
-        if held != sorted(contents):
-            evicted = sorted(set(contents) - set(held))
-            kept = sorted(set(held) - set(contents))
-            detail = (f" ({', '.join(map(str, kept))} should have been evicted, not {', '.join(map(str, evicted))})"
-                      if evicted and kept else "")
-            return f"{where}: the cache holds {held}; expected {sorted(contents)}{detail}: {why}"
-        size = len(cache)
-        if size != len(contents):
-            return f"{where}: len(cache) is {size!r}; expected {len(contents)}, the number of blocks it holds"
-        done.append(f"{op}({blocks})" + (f" -> {got}" if op == "match" else ""))
-    return None
-
 
 def replay_problem(student: Any, policy: str, capacity: int, seed: int, n_ops: int, universe: int) -> str | None:
     """Random match/insert calls on the student's cache and on the reference, compared after each."""
@@ -249,18 +212,6 @@ def replay_problem(student: Any, policy: str, capacity: int, seed: int, n_ops: i
 
 
 @functools.lru_cache(maxsize=None)
-def full_trace() -> tuple[Request, ...]:
-    """make_trace() with its defaults: 23,608 requests, the shape of Mooncake's tool-and-agent trace."""
-    return tuple(make_trace())
-
-
-@functools.lru_cache(maxsize=None)
-def small_trace(seed: int) -> tuple[Request, ...]:
-    """A cheaper synthetic trace: 1,500 requests in 5 minutes, dense enough for session hits."""
-    return tuple(make_trace(seed, n_requests=1_500, duration=300.0))
-
-
-@functools.lru_cache(maxsize=None)
 def conversation_trace() -> tuple[Request, ...] | None:
     """Mooncake's conversation trace (FAST'25 release), or None where the data is not installed."""
     path = mooncake_dir() / "conversation_trace.jsonl"
@@ -288,72 +239,3 @@ def reference_hits(
         if not insert_first:
             cache.insert(request.blocks)
     return hit, total
-
-
-def describe_call(label: str, capacity: int | None, policy: str, block_size: int = BLOCK) -> str:
-    args = "" if block_size == BLOCK else f", block_size={block_size}"
-    return f"hit_ratio({label}, capacity={capacity}, policy={policy!r}{args})"
-
-
-def run_hit_ratio(
-    student: Any, trace: Sequence[Request], capacity: int | None, policy: str, block_size: int = BLOCK
-) -> tuple[Any, BaseException | None]:
-    """The student's hit_ratio(trace, capacity, policy, block_size): (value, None) or (None, error)."""
-    return outcome(functools.partial(student.prefix_cache.hit_ratio, list(trace), capacity, policy, block_size))
-
-
-SLOW_CAUSE = ("Likely cause: evicting costs O(capacity), e.g. min() over every cached block's timestamp or count: "
-              "match and insert must cost O(len(blocks)) whatever the capacity. Keep the blocks in recency order "
-              "(OrderedDict) and, for LFU, one recency-ordered group per use count")
-
-
-@contextmanager
-def time_limit(call: str) -> Iterator[None]:
-    """Turn pytest-timeout's failure inside the block into a message naming the call and the cause."""
-    try:
-        yield
-    except pytest.fail.Exception:
-        pytest.fail(f"{call} did not finish within {GUARD_SECONDS} s (the reference solution takes about 0.2 s). "
-                    + SLOW_CAUSE, pytrace=False)
-
-
-def error_problem(call: str, error: BaseException) -> str:
-    """What a call raised; a grader's per-call timeout (sandboxed grading) gets the likely cause too."""
-    slow = type(error).__name__ == "WorkerTimeout"
-    return f"{call} raised {describe_error(error)}" + (f". {SLOW_CAUSE}" if slow else "")
-
-
-def hit_ratio_problem(
-    call: str, got: Any, error: BaseException | None, trace: Sequence[Request], capacity: int | None, policy: str,
-    block_size: int = BLOCK,
-) -> str | None:
-    """The student's hit_ratio against the reference replay, exactly (==): the same integers, one division."""
-    if error is not None:
-        return error_problem(call, error)
-    hit, total = reference_hits(trace, capacity, policy, block_size)
-    if got == hit / total:
-        return None
-    said = f"{call} returned {got!r}; expected {hit / total!r} = {hit} hit tokens / {total} input tokens"
-    if not isinstance(got, float):
-        return f"{said}. It must be a float, hit / total"
-    mistakes = {
-        "a request's hit tokens are not capped at its input length: a fully matched request whose last block is "
-        "partial hits min(n * block_size, input_len) tokens, not n whole blocks":
-            functools.partial(reference_hits, cap_at_input=False),
-        "the request's blocks are inserted before they are matched, so every request hits itself: match first, "
-        "then insert": functools.partial(reference_hits, insert_first=True),
-        "the ratio is a mean of per-request ratios; it must be token-weighted: the sum of every request's hit "
-        "tokens over the sum of their input lengths": functools.partial(reference_hits, per_request=True),
-        "the other policy ran: 'lru' must give LRUCache and 'lfu' LFUCache":
-            lambda t, c, p, b: reference_hits(t, c, "lfu" if p == "lru" else "lru", b),
-        f"block_size is ignored: tokens must be counted with the block_size argument ({block_size}), not BLOCK":
-            lambda t, c, p, b: reference_hits(t, c, p, BLOCK),
-    }
-    # Replaying long traces once per mistake would cost seconds; the short traces name the mistake.
-    for cause, variant in mistakes.items() if len(trace) <= DIAGNOSED_REQUESTS else ():
-        v_hit, v_total = variant(trace, capacity, policy, block_size)
-        if got == v_hit / v_total:
-            return f"{said}. Likely cause: {cause}"
-    return (f"{said}. Likely causes: the ratio is token-weighted (sum of hits over sum of input lengths, not a mean "
-            f"of per-request ratios); each request is matched, then inserted, in trace order, through one cache "
-            f"made by make_cache; or the {policy.upper()} eviction differs from the contract")

@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from _prefix_checks import checked_hashes, digests_problem, first_difference
+from prefix_checks import checked_hashes, digests_problem, every_token_problem, first_difference
 
 # Token ids every integer dtype below can hold (int8 stops at 127), so only the dtype differs.
 SMALL_TOKENS = [int(t) for t in np.random.default_rng(5).integers(0, 120, size=43)]
@@ -40,7 +40,7 @@ def test_continuing_a_chain(student: Any, a_len: int, b_len: int) -> None:
     )
 
 
-@pytest.mark.task("block_hashes", points=2)
+@pytest.mark.task("block_hashes", points=1)
 def test_integer_dtype_does_not_matter(student: Any) -> None:
     reference = checked_hashes(student, SMALL_TOKENS, 8)
     forms = {"a tuple": tuple(SMALL_TOKENS)}
@@ -56,7 +56,16 @@ def test_integer_dtype_does_not_matter(student: Any) -> None:
         )
 
 
-@pytest.mark.task("block_hashes", points=2)
+@pytest.mark.task("block_hashes", points=1)
+def test_every_token_of_a_block_counts(student: Any) -> None:
+    # Every offset of every block, the first and the last included: a digest that leaves a token out
+    # lets two different prefixes share it.
+    tokens = np.random.default_rng(13).integers(0, 50_000, size=4 * 6)
+    problem = every_token_problem(student, tokens, 6)
+    assert problem is None, problem
+
+
+@pytest.mark.task("block_hashes", points=1)
 def test_changing_block_j_changes_digests_j_onwards(student: Any) -> None:
     n, n_blocks = 8, 5
     tokens = np.random.default_rng(9).integers(0, 1000, size=n * n_blocks)
@@ -101,7 +110,7 @@ def test_parent_changes_every_digest(student: Any) -> None:
     )
 
 
-@pytest.mark.task("block_hashes", points=2)
+@pytest.mark.task("block_hashes", points=1)
 def test_same_digests_in_a_fresh_process(student: Any) -> None:
     tokens = [int(t) for t in np.random.default_rng(12).integers(0, 50_000, size=70)]
     here = checked_hashes(student, tokens, 16)

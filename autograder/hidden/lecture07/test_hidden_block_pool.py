@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from hypothesis.stateful import run_state_machine_as_test
 
-from _paged_checks import CFG, MACHINE_SETTINGS, pool_machine, pool_walk_problem, raise_problem
+from paged_checks import CFG, MACHINE_SETTINGS, one_block_pool, pool_machine, pool_walk_problem, raise_problem
 
 WALK_BLOCKS = 4
 
@@ -39,7 +39,16 @@ POOL_WALK: tuple[tuple[str, dict[str, int], int], ...] = (
 )
 
 
-@pytest.mark.task("block_pool", points=4)
+# The walk of a one-block pool: the same block is handed out again once it is free.
+ONE_BLOCK_WALK: tuple[tuple[str, dict[str, int], int], ...] = (
+    ("allocate a", {"a": 1}, 0),
+    ("allocate -> OutOfBlocks", {"a": 1}, 0),
+    ("decref a", {"a": 0}, 1),
+    ("allocate b", {"b": 1}, 0),
+)
+
+
+@pytest.mark.task("block_pool", points=3)
 def test_pool_walk(student: Any) -> None:
     problem = pool_walk_problem(student, POOL_WALK, WALK_BLOCKS, block_size=2)
     assert problem is None, problem
@@ -81,6 +90,17 @@ def test_pool_arrays(student: Any, dtype: Any) -> None:
     assert pool.num_free == n_blocks, f"a new {call} has num_free {pool.num_free!r}; expected {n_blocks}: every block starts free"
 
 
-@pytest.mark.task("block_pool", points=4)
+@pytest.mark.task("block_pool", points=1)
+def test_one_block_pool(student: Any) -> None:
+    pool = one_block_pool(student, 7)
+    assert (pool.n_blocks, pool.block_size, pool.num_free) == (1, 7, 1), (
+        f"BlockPool(TINY, n_blocks=1, block_size=7) has n_blocks={pool.n_blocks!r}, block_size={pool.block_size!r}, "
+        f"num_free={pool.num_free!r}; expected 1, 7 and 1: a pool of one block is valid, and every block starts free"
+    )
+    problem = pool_walk_problem(student, ONE_BLOCK_WALK, 1, block_size=7)
+    assert problem is None, problem
+
+
+@pytest.mark.task("block_pool", points=2)
 def test_pool_state_machine(student: Any) -> None:
     run_state_machine_as_test(pool_machine(student, with_sequences=False), settings=MACHINE_SETTINGS)

@@ -10,14 +10,12 @@ from typing import Any
 
 import pytest
 
-from _eviction_checks import (
-    CLASSES, GUARD_CAPACITY, GUARD_SECONDS, LFU_SCRIPT, LRU_SCRIPT, TINY_SCRIPT, Script, full_trace,
-    error_problem, replay_problem, script_problem, time_limit,
-)
-from _paged_checks import outcome, raise_problem
+from _eviction_checks import GUARD_SECONDS, LFU_SCRIPT, LRU_SCRIPT, TINY_SCRIPT, drawn, replay_problem
+from eviction_checks import CLASSES, GUARD_CAPACITY, Script, error_problem, full_trace, script_problem, time_limit
+from paged_checks import outcome, raise_problem
 
 
-@pytest.mark.task("eviction", points=2)
+@pytest.mark.task("eviction", points=1)
 @pytest.mark.parametrize(("policy", "script"), [("lru", LRU_SCRIPT), ("lfu", LFU_SCRIPT)], ids=["lru", "lfu"])
 def test_scripted_eviction_order(student: Any, policy: str, script: Script) -> None:
     problem = script_problem(student, policy, 3, script)
@@ -98,8 +96,9 @@ def test_bad_policy_or_capacity_raises(student: Any) -> None:
 @pytest.mark.task("eviction", points=1)
 @pytest.mark.parametrize("policy", ["lru", "lfu"])
 def test_random_calls_match_reference(student: Any, policy: str) -> None:
+    # Drawn per grading run: the expected contents a failure shows cannot be collected and replayed.
     for capacity in (2, 4):
-        problem = replay_problem(student, policy, capacity, seed=11 + capacity, n_ops=150, universe=10)
+        problem = replay_problem(student, policy, capacity, seed=drawn(0, 2**31), n_ops=150, universe=10)
         assert problem is None, problem
 
 
@@ -119,7 +118,7 @@ def test_cost_does_not_grow_with_capacity(student: Any, policy: str, trace_block
     call = (f"{CLASSES[policy]}({GUARD_CAPACITY:,}).insert(every block of make_trace(), {len(trace_blocks):,} ids, "
             f"{len(set(trace_blocks)) - GUARD_CAPACITY:,} evictions)")
     start = time.perf_counter()
-    with time_limit(call):
+    with time_limit(call, GUARD_SECONDS):
         _, error = outcome(functools.partial(cache.insert, trace_blocks))
     assert error is None, error_problem(call, error)
     elapsed = time.perf_counter() - start

@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 from hypothesis.stateful import run_state_machine_as_test
 
-from _paged_checks import (
+from paged_checks import (
     CFG, MACHINE_SETTINGS, describe_error, outcome, paged_logits_problem, params, pool_machine,
-    raise_problem, sequence_walk_problem, slots_problem, tokens_for,
+    raise_problem, sequence_walk_problem, slots_edge_problem, slots_problem, tokens_for,
 )
 from kvlab.model import forward
 
@@ -73,7 +73,7 @@ def test_reserve_is_all_or_nothing(student: Any, held: int) -> None:
     )
 
 
-@pytest.mark.task("paged_sequence", points=2)
+@pytest.mark.task("paged_sequence", points=1)
 def test_slots_across_block_boundaries(student: Any) -> None:
     pool = student.paged_kv.BlockPool(CFG, 8, 4)
     a, b = student.paged_kv.PagedSequence(pool), student.paged_kv.PagedSequence(pool)
@@ -137,6 +137,18 @@ def test_paged_logits_equal_dense(student: Any, block_size: int) -> None:
     assert lengths == want_lengths, f"after the prefill and {n_decode} decode steps the lengths are {lengths}; expected {want_lengths}"
 
 
-@pytest.mark.task("paged_sequence", points=3)
+@pytest.mark.task("paged_sequence", points=1)
+def test_slots_edges(student: Any) -> None:
+    pool = student.paged_kv.BlockPool(CFG, 5, 3)
+    seq = student.paged_kv.PagedSequence(pool)
+    problem = slots_edge_problem("a new sequence (no block, block_size 3)", seq, [])
+    assert problem is None, problem
+    student.call("kvlab.paged:paged_step", params(), CFG, [seq], [tokens_for(7, seed=5)])
+    blocks = list(seq.blocks)
+    problem = slots_edge_problem(f"a sequence of length 7 holding blocks {blocks} (block_size 3)", seq, blocks)
+    assert problem is None, problem
+
+
+@pytest.mark.task("paged_sequence", points=2)
 def test_sequence_state_machine(student: Any) -> None:
     run_state_machine_as_test(pool_machine(student, with_sequences=True), settings=MACHINE_SETTINGS)

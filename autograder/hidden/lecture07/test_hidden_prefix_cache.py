@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from _paged_checks import CFG
-from _prefix_checks import prefix_walk_problem
+from paged_checks import CFG
+from prefix_checks import prefix_walk_problem
 
 WALK_BLOCKS = 6
 HELD = {"a": 1, "b": 1, "c": 1, "d": 1}
@@ -39,7 +39,7 @@ PREFIX_WALK: tuple[tuple[str, list[str] | None, dict[str, int], int], ...] = (
 )
 
 
-@pytest.mark.task("prefix_cache", points=7)
+@pytest.mark.task("prefix_cache", points=6)
 def test_prefix_cache_walk(student: Any) -> None:
     problem = prefix_walk_problem(student, PREFIX_WALK, WALK_BLOCKS)
     assert problem is None, problem

@@ -1,5 +1,7 @@
-"""What the hidden lecture-2 tests share: the models, prompts, the reference, and the diagnoses.
+"""What the public and hidden lecture-2 tests share: the models, prompts, and the diagnoses.
 
+The public tests (this folder) and the grader's hidden tests check the same rules with these
+helpers, on different inputs, so a failing public test explains a bug exactly as the grader would.
 Every `*_problem` function returns None when the student's values agree with what the contract
 says, else the message the student sees: what differed, where, and the likely cause. Only those
 messages reach the student (the grader runs with --assert=plain and never shows test source), so
@@ -16,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from kvlab.model import TINY, Config, config_like, forward, init_params
+from kvlab.model import TINY, Config, config_like, forward, generate, init_params
 from kvlab.testing import FLOAT32_LOGIT_ATOL, LOGIT_ATOL, array_difference, shape_problem
 
 # The cache holds n_kv_heads heads per layer, so the three attention variants give caches of
@@ -345,3 +347,47 @@ def bytes_problem(call: str, actual: Any, expected: int, factors: dict[str, int]
     missing = [name for name, value in factors.items() if value != 1 and actual * value == expected]
     cause = f": the factor {' or '.join(missing)} is missing" if missing else ""
     return f"{call} returned {actual}; expected {expected}{cause}"
+
+
+def tied_params(seeds: range) -> tuple[dict[str, np.ndarray], np.ndarray, int, int]:
+    """GQA params whose lm_head has two equal columns, `low` < `high`, tying at the top of step 0.
+
+    Returns (params, prompt [2, 3], low, high) for the first prompt seed in `seeds` whose step-0
+    winner in row 0 is not token 0 (there must be a lower index): the reference picks `high` with
+    the original weights; after copying column `high` into column `low` both logits are the
+    maximum, exactly.
+    """
+    cfg, params = CONFIGS["GQA"], params_for("GQA")
+    for seed in seeds:
+        prompt = prompt_for(cfg, 2, 3, seed=seed)
+        high = int(generate(params, cfg, prompt, 1)[1][0][0].argmax())
+        if high > 0:
+            break
+    low = high // 2
+    params["lm_head"][:, low] = params["lm_head"][:, high]
+    return params, prompt, low, high
+
+
+def limit_problem(made: str, error: BaseException | None, size: int, T: int, start: int, ignored: bool) -> str | None:
+    """An update of T tokens at length `start` that passes max_seq=`size` must raise ValueError.
+
+    `ignored`: the max_seq given to the constructor differs from cfg.max_seq, so a cache that
+    ignores the argument would not raise here.
+    """
+    if isinstance(error, ValueError):
+        return None
+    said = f"raised {type(error).__name__}: {error}" if error else "did not raise ValueError"
+    hint = ": compare length + T (not length alone) with max_seq" if start else ""
+    override = (f" (the max_seq argument must override cfg.max_seq; a cache that ignores it has room here)"
+                if ignored and error is None else "")
+    return (f"{made}: update with T={T} token(s) at length {start} {said}; length + T = {start + T} passes "
+            f"max_seq={size}, which must raise ValueError{hint}{override}")
+
+
+def fill_problem(made: str, error: BaseException | None, size: int, T: int, start: int) -> str | None:
+    """Storing up to exactly max_seq=`size` tokens must not raise."""
+    if error is None:
+        return None
+    return (f"{made}: storing {T} tokens at length {start} (up to exactly max_seq={size}) raised "
+            f"{type(error).__name__}: {error}. The cache may fill completely: raise only when "
+            "length + T > max_seq")

@@ -1,4 +1,4 @@
-"""What the hidden lecture-7 tests of prefix_cache.py share: hash checks, the prefix-cache walk and
+"""What the public and hidden lecture-7 tests of prefix_cache.py share: hash checks, the prefix-cache walk and
 the shared-prefix prefill scenario.
 
 Every `*_problem` function returns None when the student's code does what the contract says, else
@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from _paged_checks import CFG, describe_error, outcome, params, pool_state_problem
+from paged_checks import CFG, describe_error, outcome, params, pool_state_problem
 from kvlab.model import forward
 from kvlab.testing import array_difference
 
@@ -65,6 +65,34 @@ def first_difference(a: Sequence[str], b: Sequence[str]) -> int | None:
         if x != y:
             return index
     return None if len(a) == len(b) else min(len(a), len(b))
+
+
+def every_token_problem(student: Any, tokens: np.ndarray, block_size: int) -> str | None:
+    """Changing the token at any offset of block j (the first and the last included) must change
+    digests j onwards and leave the earlier ones; tokens [n_blocks * block_size]."""
+    n_blocks = len(tokens) // block_size
+    original = checked_hashes(student, tokens, block_size)
+    for j in range(n_blocks):
+        for offset in range(block_size):
+            changed = tokens.copy()
+            changed[j * block_size + offset] += 1
+            digests = checked_hashes(student, changed, block_size)
+            same = [i for i in range(n_blocks) if digests[i] == original[i]]
+            want = list(range(j))
+            if same == want:
+                continue
+            where = {0: " (the first token of the block)", block_size - 1: " (the last token of the block)"}
+            return (f"changing the token at offset {offset}{where.get(offset, '')} of block {j} (of {n_blocks} "
+                    f"blocks of {block_size}) left digests {same} unchanged; expected exactly {want} unchanged. "
+                    "Likely cause: " + (
+                        "the digests do not cover every token of their block: digest i must hash all block_size "
+                        "tokens of block i, the first and the last included (check the slice bounds), so that "
+                        "different prefixes never share a digest"
+                        if j in same else
+                        "digest i must cover blocks 0 .. i only: a later block must not change an earlier digest"
+                        if any(i < j for i in range(n_blocks) if i not in same) else
+                        "the digests are not chained: digest i must cover every token of blocks 0 .. i"))
+    return None
 
 
 def fake_digest(name: str) -> str:
@@ -151,15 +179,16 @@ PREFILL_BLOCK = 16
 TAILS = (37, 24, 45, 16, 50, 29, 11, 41)
 
 
-def shared_prefix_prompts(prefix_len: int) -> list[np.ndarray]:
-    """The lecture's 8 requests sharing a `prefix_len`-token prefix (vLLM paper, figure 16: 80 or 341).
+def shared_prefix_prompts(prefix_len: int, tails: Sequence[int] = TAILS) -> list[np.ndarray]:
+    """The lecture's requests sharing a `prefix_len`-token prefix (vLLM paper, figure 16: 80 or 341),
+    one per tail length.
 
     Tail i starts with token i+1, so no two requests share anything beyond the prefix.
     """
     rng = np.random.default_rng(prefix_len)
     prefix = rng.integers(0, CFG.vocab, size=prefix_len, dtype=np.int64)
     prompts = []
-    for index, length in enumerate(TAILS):
+    for index, length in enumerate(tails):
         tail = rng.integers(0, CFG.vocab, size=length, dtype=np.int64)
         tail[0] = index + 1
         prompts.append(np.concatenate([prefix, tail]))
@@ -191,13 +220,136 @@ def prefill_counted(student: Any, cache: Any, tokens: np.ndarray, what: str, hin
     return Prefilled(tokens, seq, logits, computed, counts["positions"])
 
 
-def run_shared_prefix(student: Any, prefix_len: int, n_blocks: int) -> tuple[Any, Any, list[Prefilled]]:
-    """Prefill the 8 shared-prefix requests in order into one PrefixCache; (pool, cache, results)."""
+def run_shared_prefix(
+    student: Any, prefix_len: int, n_blocks: int, tails: Sequence[int] = TAILS
+) -> tuple[Any, Any, list[Prefilled]]:
+    """Prefill the shared-prefix requests in order into one PrefixCache; (pool, cache, results)."""
     pool = student.paged_kv.BlockPool(CFG, n_blocks, PREFILL_BLOCK)
     cache = student.prefix_cache.PrefixCache(pool)
     results = [prefill_counted(student, cache, tokens, f"request {index} (prefix {prefix_len} + tail {len(tokens) - prefix_len})")
-               for index, tokens in enumerate(shared_prefix_prompts(prefix_len))]
+               for index, tokens in enumerate(shared_prefix_prompts(prefix_len, tails))]
     return pool, cache, results
+
+
+def full_blocks(result: Prefilled) -> int:
+    return len(result.tokens) // PREFILL_BLOCK
+
+
+def all_blocks(result: Prefilled) -> int:
+    return -(-len(result.tokens) // PREFILL_BLOCK)
+
+
+def describe_request(index: int, prefix_len: int, result: Prefilled) -> str:
+    return f"request {index} ({prefix_len}-token shared prefix + {len(result.tokens) - prefix_len} tokens of its own)"
+
+
+def shared_refcounts_problem(pool: Any, cache: Any, results: Sequence[Prefilled], prefix_len: int, n_blocks: int) -> str | None:
+    """After run_shared_prefix: every request shares the prefix's blocks (the same ids), and every
+    block's refcount, len(cache) and num_free are those of sharing without copying."""
+    shared, live = prefix_len // PREFILL_BLOCK, len(results)
+    prefix_blocks = list(results[0].seq.blocks)[:shared]
+    # Sharing first, for every request: a copied prefix shows up there, before any refcount.
+    held = [list(result.seq.blocks) for result in results]
+    for index, (result, blocks) in enumerate(zip(results, held)):
+        what = describe_request(index, prefix_len, result)
+        length = result.seq.length
+        if length != len(result.tokens):
+            return f"after prefill of {what}, seq.length is {length!r}; expected {len(result.tokens)}"
+        if len(blocks) != all_blocks(result):
+            return (f"after prefill of {what}, the sequence holds {len(blocks)} blocks; expected ceil("
+                    f"{len(result.tokens)} / {PREFILL_BLOCK}) = {all_blocks(result)}")
+        if blocks[:shared] != prefix_blocks:
+            return (f"the first {shared} blocks of {what} are {blocks[:shared]}, but request 0 computed the shared "
+                    f"prefix into blocks {prefix_blocks}: a cached block must be shared (the same block id, "
+                    "incref'd), never copied into a new block")
+    for index, (result, blocks) in enumerate(zip(results, held)):
+        what = describe_request(index, prefix_len, result)
+        for position, block in enumerate(blocks):
+            if position < shared:
+                want, role = 1 + live, f"a shared prefix block, held by the prefix cache and the {live} live sequences"
+            elif position < full_blocks(result):
+                want, role = 2, "a full block of its own, held by its sequence and by the prefix cache (registered)"
+            else:
+                want, role = 1, "its partial last block, held by its sequence only (partial blocks are not cached)"
+            got = pool.refcount(block)
+            if got != want:
+                return (f"after all {live} prefills, block {position} of {what} (block id {block}) has refcount "
+                        f"{got!r}; expected {want}: {role}. Likely cause: prefill increfs each cached block it "
+                        "shares, and registers every full block of the request once (register increfs only blocks "
+                        "whose hash is new)")
+    cached = shared + sum(full_blocks(r) - shared for r in results)
+    if len(cache) != cached:
+        return (f"after the {live} prefills the prefix cache holds {len(cache)} blocks; expected {cached}: the "
+                f"{shared} shared prefix blocks once, plus every other full block of every request (prefill "
+                "registers all full blocks)")
+    in_use = shared + sum(all_blocks(r) - shared for r in results)
+    if pool.num_free != n_blocks - in_use:
+        return (f"after the {live} prefills num_free is {pool.num_free}; expected {n_blocks} - {in_use} blocks in "
+                f"use = {n_blocks - in_use}: shared blocks are used once, not copied")
+    return None
+
+
+def fully_cached_problem(student: Any, tokens: np.ndarray, n_blocks: int) -> str | None:
+    """Prefill a prompt of exactly 3 full blocks twice: the second time every block is cached, so the
+    last cached block is not used and its tokens are recomputed into a new block."""
+    pool = student.paged_kv.BlockPool(CFG, n_blocks, PREFILL_BLOCK)
+    cache = student.prefix_cache.PrefixCache(pool)
+    first = prefill_counted(student, cache, tokens, "a prompt of exactly 3 blocks")
+    what = "the same 3-block prompt again (every block cached)"
+    hint = (f"Every block of this prompt is cached, so prefill must not use the last cached block: it recomputes "
+            f"its {PREFILL_BLOCK} tokens, so that at least one token goes through the model and gives logits")
+    second = prefill_counted(student, cache, tokens, what, hint)
+    if second.computed == 1:
+        return (f"prefill of {what} computed 1 token; expected {PREFILL_BLOCK}: the last cached block is not used "
+                "at all, so all of its tokens are recomputed into a new block")
+    problem = computed_problem(what, second, PREFILL_BLOCK, 2) or logits_problem(what, second)
+    if problem:
+        return f"{problem}. {hint}"
+    old, new = list(first.seq.blocks), list(second.seq.blocks)
+    if second.seq.length != len(tokens) or len(new) != 3:
+        return (f"after prefill of {what} the sequence has length {second.seq.length!r} and {len(new)} blocks; "
+                f"expected {len(tokens)} and 3")
+    if new[:2] != old[:2] or new[2] in old:
+        return (f"prefill of {what} holds blocks {new}; the first prompt's are {old}: expected the first two shared "
+                "and a new block for the recomputed last block")
+    want = {old[0]: 3, old[1]: 3, old[2]: 2, new[2]: 1}
+    got = {block: pool.refcount(block) for block in want}
+    if got != want:
+        return (f"after both prefills the refcounts of blocks {list(want)} are {list(got.values())}; expected "
+                f"{list(want.values())}: the two shared blocks are held by the cache and both sequences, the first "
+                "prompt's last block by the cache and its sequence, and the recomputed block by the second sequence "
+                "only (its hash is cached already, so register skips it)")
+    if len(cache) != 3 or pool.num_free != n_blocks - 4:
+        return (f"after both prefills the cache holds {len(cache)} blocks and num_free is {pool.num_free}; expected "
+                f"3 and {n_blocks - 4}")
+    return None
+
+
+def all_or_nothing_problem(student: Any, first: np.ndarray, second: np.ndarray, n_blocks: int) -> str | None:
+    """Prefill `first`, then `second`, which shares first's cached blocks but needs more new blocks
+    than are free: the second prefill must raise OutOfBlocks and leave every refcount, num_free and
+    len(cache) as they were."""
+    # The BlockPool prefix_cache.py imported (given in the stub), so that the pool's OutOfBlocks is
+    # the one its PagedSequence.reserve catches even where paged_kv.py was imported twice.
+    pool_class = getattr(student.prefix_cache, "BlockPool", None) or student.paged_kv.BlockPool
+    pool = pool_class(CFG, n_blocks, PREFILL_BLOCK)
+    cache = student.prefix_cache.PrefixCache(pool)
+    prefill_counted(student, cache, first, f"a {len(first)}-token prompt")
+    before = ([pool.refcount(b) for b in range(n_blocks)], pool.num_free, len(cache))
+    what = (f"prefill of a {len(second)}-token prompt sharing the first prompt's cached blocks, with only "
+            f"{pool.num_free} free blocks of {PREFILL_BLOCK}")
+    result, error = outcome(functools.partial(student.prefix_cache.prefill, params(), CFG, cache, second))
+    if not (isinstance(error, RuntimeError) and type(error).__name__ == "OutOfBlocks"):
+        said = f"raised {describe_error(error)}" if error else f"returned {type(result).__name__}"
+        return f"{what} {said}; expected OutOfBlocks: the pool cannot hold the blocks it needs"
+    after = ([pool.refcount(b) for b in range(n_blocks)], pool.num_free, len(cache))
+    if after == before:
+        return None
+    changed = [b for b in range(n_blocks) if after[0][b] != before[0][b]]
+    return (f"after a failed {what}: refcounts of blocks {changed} are {[after[0][b] for b in changed]} (before: "
+            f"{[before[0][b] for b in changed]}), num_free {after[1]} (before: {before[1]}), len(cache) {after[2]} "
+            f"(before: {before[2]}). prefill is all or nothing: on OutOfBlocks it gives back every reference it "
+            "took (the increfs of the shared blocks too: seq.free() does it) and registers nothing, then re-raises")
 
 
 def computed_problem(what: str, result: Prefilled, expected: int, shared_blocks: int) -> str | None:

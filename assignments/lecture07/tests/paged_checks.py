@@ -1,4 +1,4 @@
-"""What the hidden lecture-7 tests of paged_kv.py share: the model, walks, the state machines.
+"""What the public and hidden lecture-7 tests of paged_kv.py share: the model, walks, the state machines.
 
 A *walk* is a table of (operation, expected state) rows run in order on the student's objects, as
 vLLM's block-pool tests do: after every row the pool's `num_free` and the refcount of every block
@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+import pytest
 from hypothesis import HealthCheck, Phase, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
@@ -312,9 +313,9 @@ def slots_problem(
     what: str, result: Any, blocks: list[int], start: int, n: int, block_size: int, length: int
 ) -> str | None:
     """`slots(start, n)` of a sequence holding `blocks`: block ids and offsets of start .. start+n-1."""
-    positions = np.arange(start, start + n)
-    want_blocks = [blocks[p // block_size] for p in positions]
-    want_offsets = (positions % block_size).tolist()
+    asked = range(start, start + n)
+    want_blocks = [blocks[p // block_size] for p in asked]
+    want_offsets = [p % block_size for p in asked]
     if not isinstance(result, (tuple, list)) or len(result) != 2:
         return f"{what} should return a pair (block ids, offsets); got {type(result).__name__}"
     for name, got, want in (("block ids", result[0], want_blocks), ("offsets", result[1], want_offsets)):
@@ -332,6 +333,41 @@ def slots_problem(
                          f"(block_size {block_size}, blocks {blocks})")
             return (f"{what}: {name} {got.tolist()}; expected {want} (first difference at position "
                     f"{start + wrong}). Likely cause: {cause}")
+    return None
+
+
+def one_block_pool(student: Any, block_size: int, *dtype: Any) -> Any:
+    """BlockPool(CFG, 1, block_size, *dtype), failing the test with a message if it raises."""
+    pool, error = outcome(functools.partial(student.paged_kv.BlockPool, CFG, 1, block_size, *dtype))
+    if error is not None:
+        pytest.fail(f"BlockPool(TINY, n_blocks=1, block_size={block_size}) raised {describe_error(error)}: a pool of "
+                    "one block is valid (any n_blocks >= 1 and block_size >= 1)", pytrace=False)
+    return pool
+
+
+def slots_edge_problem(what: str, seq: Any, blocks: list[int]) -> str | None:
+    """The edges of `slots` on `what` (a sequence holding `blocks`): slots(-1, 1) raises ValueError,
+    and slots(start, 0) returns two empty int arrays, at start 0 and at the end of the blocks."""
+    size = seq.pool.block_size
+    problem = raise_problem(f"slots(-1, 1) on {what}", functools.partial(seq.slots, -1, 1), ValueError,
+                            "position -1 does not exist: a negative start must raise ValueError (it must not "
+                            "index from the end of blocks)")
+    if problem:
+        return problem
+    for start in sorted({0, len(blocks) * size}):
+        result, error = outcome(functools.partial(seq.slots, start, 0))
+        call = f"slots({start}, 0) on {what}"
+        if error is not None:
+            return (f"{call} raised {describe_error(error)}; slots(start, 0) must return two empty int arrays "
+                    "(no position is asked for, so none is out of range)")
+        if not isinstance(result, (tuple, list)) or len(result) != 2:
+            return f"{call} should return a pair (block ids, offsets); got {type(result).__name__}"
+        for name, got in zip(("block ids", "offsets"), result):
+            got = np.asarray(got)
+            if got.shape != (0,) or not np.issubdtype(got.dtype, np.integer):
+                return (f"{call} returned {name} of shape {got.shape} and dtype {got.dtype}; expected an empty int "
+                        "array, shape (0,): ids are ints even for an empty sequence (an array made from an empty "
+                        "list is float64 unless it is given an integer dtype)")
     return None
 
 

@@ -1,0 +1,191 @@
+"""What the public and hidden lecture-7 tests of eviction and hit_ratio share: the script
+interpreter, the traces, the time limit, and the diagnosis of a wrong hit ratio.
+
+The trusted reference caches the hidden tests replay traces through are not here (they would be
+an answer to the eviction task); `hit_ratio_problem` takes the replay as an argument. The public
+tests pass `unlimited_hits`, the replay at capacity None, where nothing is ever evicted and both
+policies reduce to "has this block been seen". Every `*_problem` function returns None when the
+student's values agree, else the message the student sees.
+"""
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+import pytest
+
+from kvlab.trace import BLOCK, Request, make_trace
+from paged_checks import describe_error, outcome
+
+# On Gradescope every call into student code ends at the worker's wall timeout, assignment.json's
+# call_timeout_seconds = 10 s; the public timed tests hold a call to the same limit. The reference
+# solution replays make_trace() at capacity 100,000 in about 0.2 s; an eviction that scans the cache
+# (O(capacity) per miss) needs minutes.
+TIME_LIMIT_SECONDS = 10
+GUARD_CAPACITY = 100_000
+
+# Traces up to this many requests are replayed with each usual mistake to name the one made.
+DIAGNOSED_REQUESTS = 2_000
+
+# Scripted calls: (operation, blocks, what match returns or None, contents afterwards, why).
+Script = tuple[tuple[str, list[int], int | None, set[int], str], ...]
+
+CLASSES = {"lru": "LRUCache", "lfu": "LFUCache"}
+
+# (trace, capacity, policy, block_size, **mistake) -> (hit tokens, input tokens); see unlimited_hits.
+Replay = Callable[..., tuple[float, int]]
+
+
+def script_problem(
+    student: Any, policy: str, capacity: int | None,
+    steps: Sequence[tuple[str, list[int], int | None, set[int], str]],
+) -> str | None:
+    """Run a scripted sequence on the student's LRUCache / LFUCache.
+
+    Rows: (operation "match" or "insert", blocks, what match returns (None for insert), the cache's
+    contents afterwards, why). After every row the return value, len(cache) and `b in cache` for
+    every block of the script are compared; `why` explains the row to the student.
+    """
+    name = f"{CLASSES[policy]}(capacity={capacity})"
+    cache = getattr(student.prefix_cache, CLASSES[policy])(capacity)
+    universe = sorted({block for _, blocks, _, _, _ in steps for block in blocks})
+    done: list[str] = []
+    for number, (op, blocks, want_n, contents, why) in enumerate(steps, 1):
+        where = f"{name}, step {number}: {op}({blocks}) after [{'; '.join(done) or 'nothing'}]"
+        got, error = outcome(functools.partial(getattr(cache, op), list(blocks)))
+        if error is not None:
+            return f"{where} raised {describe_error(error)}"
+        if op == "match" and got != want_n:
+            return f"{where} returned {got!r}; expected {want_n}: {why}"
+        held = [block for block in universe if block in cache]
+        if held != sorted(contents):
+            evicted = sorted(set(contents) - set(held))
+            kept = sorted(set(held) - set(contents))
+            detail = (f" ({', '.join(map(str, kept))} should have been evicted, not {', '.join(map(str, evicted))})"
+                      if evicted and kept else "")
+            return f"{where}: the cache holds {held}; expected {sorted(contents)}{detail}: {why}"
+        size = len(cache)
+        if size != len(contents):
+            return f"{where}: len(cache) is {size!r}; expected {len(contents)}, the number of blocks it holds"
+        done.append(f"{op}({blocks})" + (f" -> {got}" if op == "match" else ""))
+    return None
+
+
+@functools.lru_cache(maxsize=None)
+def full_trace() -> tuple[Request, ...]:
+    """make_trace() with its defaults: 23,608 requests, the shape of Mooncake's tool-and-agent trace."""
+    return tuple(make_trace())
+
+
+@functools.lru_cache(maxsize=None)
+def small_trace(seed: int) -> tuple[Request, ...]:
+    """A cheaper synthetic trace: 1,500 requests in 5 minutes, dense enough for session hits."""
+    return tuple(make_trace(seed, n_requests=1_500, duration=300.0))
+
+
+def unlimited_hits(
+    trace: Sequence[Request], capacity: int | None, policy: str, block_size: int = BLOCK, *,
+    cap_at_input: bool = True, insert_first: bool = False, per_request: bool = False,
+) -> tuple[float, int]:
+    """(hit tokens, input tokens) of the contract's replay at capacity None; the keywords give the
+    usual mistakes. With nothing ever evicted, a block is present once any request inserted it,
+    whatever the policy.
+
+    per_request: (sum of per-request hit fractions, number of requests) instead, whose quotient is
+    the mean of per-request ratios.
+    """
+    assert capacity is None, "test setup: unlimited_hits replays capacity None only"
+    seen: set[int] = set()
+    hit = total = 0
+    for request in trace:
+        if insert_first:
+            seen.update(request.blocks)
+        n = next((i for i, block in enumerate(request.blocks) if block not in seen), len(request.blocks))
+        hits = min(n * block_size, request.input_len) if cap_at_input else n * block_size
+        hit += hits / request.input_len if per_request else hits
+        total += 1 if per_request else request.input_len
+        seen.update(request.blocks)
+    return hit, total
+
+
+def describe_call(label: str, capacity: int | None, policy: str, block_size: int = BLOCK) -> str:
+    args = "" if block_size == BLOCK else f", block_size={block_size}"
+    return f"hit_ratio({label}, capacity={capacity}, policy={policy!r}{args})"
+
+
+def run_hit_ratio(
+    student: Any, trace: Sequence[Request], capacity: int | None, policy: str, block_size: int = BLOCK
+) -> tuple[Any, BaseException | None]:
+    """The student's hit_ratio(trace, capacity, policy, block_size): (value, None) or (None, error)."""
+    return outcome(functools.partial(student.prefix_cache.hit_ratio, list(trace), capacity, policy, block_size))
+
+
+SLOW_CAUSE = ("Likely cause: evicting costs O(capacity), e.g. min() over every cached block's timestamp or count: "
+              "match and insert must cost O(len(blocks)) whatever the capacity. Keep the blocks in recency order "
+              "(OrderedDict) and, for LFU, one recency-ordered group per use count")
+
+
+@contextmanager
+def time_limit(call: str, seconds: float = TIME_LIMIT_SECONDS) -> Iterator[None]:
+    """Turn pytest-timeout's failure inside the block (a limit of `seconds`) into a message naming
+    the call and the cause."""
+    try:
+        yield
+    except pytest.fail.Exception:
+        pytest.fail(f"{call} did not finish within {seconds:g} s (the reference solution takes about 0.2 s). "
+                    + SLOW_CAUSE, pytrace=False)
+
+
+def error_problem(call: str, error: BaseException) -> str:
+    """What a call raised; a grader's per-call timeout (sandboxed grading) gets the likely cause too."""
+    slow = type(error).__name__ == "WorkerTimeout"
+    return f"{call} raised {describe_error(error)}" + (f". {SLOW_CAUSE}" if slow else "")
+
+
+def hit_ratio_problem(
+    call: str, got: Any, error: BaseException | None, trace: Sequence[Request], capacity: int | None, policy: str,
+    block_size: int = BLOCK, *, replay: Replay = unlimited_hits, reveal: bool = True,
+) -> str | None:
+    """The student's hit_ratio against `replay`, exactly (==): the same integers, one division.
+
+    reveal=False (hidden checks on fixed data: the real trace, the full synthetic one) leaves the
+    expected value and its counts out of the message, so that resubmitting cannot collect them;
+    the message still gives the student's value and the likely cause.
+    """
+    hit, total = replay(trace, capacity, policy, block_size)
+    empty = ("a trace with no input tokens (an empty trace) has hit ratio 0.0: return 0.0 when the total is 0 "
+             "instead of dividing by it")
+    if error is not None:
+        return error_problem(call, error) + ("" if total else f". {empty}")
+    expected = hit / total if total else 0.0
+    if got == expected and isinstance(got, float):
+        return None
+    if not total:
+        return f"{call} returned {got!r}; {empty}"
+    said = (f"{call} returned {got!r}; expected {expected!r} = {hit} hit tokens / {total} input tokens" if reveal
+            else f"{call} returned {got!r}, which differs from the contract's replay of this trace")
+    if not isinstance(got, float):
+        return f"{said}. It must be a float, hit / total"
+    mistakes = {
+        "a request's hit tokens are not capped at its input length: a fully matched request whose last block is "
+        "partial hits min(n * block_size, input_len) tokens, not n whole blocks":
+            functools.partial(replay, cap_at_input=False),
+        "the request's blocks are inserted before they are matched, so every request hits itself: match first, "
+        "then insert": functools.partial(replay, insert_first=True),
+        "the ratio is a mean of per-request ratios; it must be token-weighted: the sum of every request's hit "
+        "tokens over the sum of their input lengths": functools.partial(replay, per_request=True),
+        "the other policy ran: 'lru' must give LRUCache and 'lfu' LFUCache":
+            lambda t, c, p, b: replay(t, c, "lfu" if p == "lru" else "lru", b),
+        f"block_size is ignored: tokens must be counted with the block_size argument ({block_size}), not BLOCK":
+            lambda t, c, p, b: replay(t, c, p, BLOCK),
+    }
+    # Replaying long traces once per mistake would cost seconds; the short traces name the mistake.
+    for cause, variant in mistakes.items() if len(trace) <= DIAGNOSED_REQUESTS else ():
+        v_hit, v_total = variant(trace, capacity, policy, block_size)
+        if v_total and got == v_hit / v_total:
+            return f"{said}. Likely cause: {cause}"
+    return (f"{said}. Likely causes: the ratio is token-weighted (sum of hits over sum of input lengths, not a mean "
+            f"of per-request ratios); each request is matched, then inserted, in trace order, through one cache "
+            f"made by make_cache; or the {policy.upper()} eviction differs from the contract")
