@@ -56,6 +56,13 @@ class Submission:
             raise SubmissionError(missing_file_message(self.directory, f"{name}.py"))
         if str(self.directory) not in sys.path:
             sys.path.insert(0, str(self.directory))
+        # A module of this submission already imported by a sibling (prefix_cache.py doing `from
+        # paged_kv import ...`) is reused: a second copy would have its own classes, and an
+        # `except OutOfBlocks` in one would miss the other's. Anything else under that name (another
+        # submission's file, from an earlier run in this process) is dropped and imported afresh.
+        loaded = sys.modules.get(name)
+        if loaded is not None and Path(getattr(loaded, "__file__", "") or "").resolve() == expected.resolve():
+            return loaded
         sys.modules.pop(name, None)
         try:
             return importlib.import_module(name)
