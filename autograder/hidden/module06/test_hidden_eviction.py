@@ -27,7 +27,7 @@ def run_walk(student: Any, n_blocks: int, ops: list[tuple], what: str, block_siz
     assert problem is None, problem
 
 
-@pytest.mark.task("eviction", points=3)
+@pytest.mark.task("eviction", points=4)
 def test_free_in_reverse_then_evict_the_tail_first(student: Any) -> None:
     a, b = tokens(1, 4 * BS), tokens(2, 4 * BS)
     ops = [("allocate", "a", a), ("free", "a"), ("allocate", "b", b), ("free", "b"),
@@ -35,7 +35,7 @@ def test_free_in_reverse_then_evict_the_tail_first(student: Any) -> None:
     run_walk(student, 8, ops, "two 4-block requests on 8 blocks, then a 2-block one evicting, then the first again")
 
 
-@pytest.mark.task("eviction", points=3)
+@pytest.mark.task("eviction", points=4)
 def test_lazy_eviction_under_pressure(student: Any) -> None:
     ops: list[tuple] = []
     prompts = [tokens(10 + i, 3 * BS + i) for i in range(6)]
@@ -46,7 +46,7 @@ def test_lazy_eviction_under_pressure(student: Any) -> None:
     run_walk(student, 10, ops, "six prompts of 3-4 blocks through a 10-block pool, then four of them again")
 
 
-@pytest.mark.task("eviction", points=3)
+@pytest.mark.task("eviction", points=4)
 def test_decode_blocks_fill_and_become_hits(student: Any) -> None:
     prompt = tokens(20, BS + 2)
     decoded = tokens(21, 2 * BS + 1)
@@ -77,7 +77,7 @@ def test_unknown_request(student: Any) -> None:
         pytest.fail(f"{name} of an unknown request should raise KeyError; it returned {result!r}")
 
 
-@pytest.mark.task("eviction", points=2)
+@pytest.mark.task("eviction", points=3)
 def test_cost_does_not_grow_with_the_pool(student: Any) -> None:
     rng = np.random.default_rng(5)
     prefix = list(range(GUARD_PREFIX))

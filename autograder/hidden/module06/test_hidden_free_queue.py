@@ -30,7 +30,7 @@ def order_problem(step: str, queue: Any, expected: list[int]) -> str | None:
     return None
 
 
-@pytest.mark.task("free_queue", points=2)
+@pytest.mark.task("free_queue", points=3)
 def test_vllm_queue_walk(student: Any) -> None:
     queue, blocks = queue_of(student, 7)
     model = list(range(7))
@@ -91,7 +91,7 @@ def raises_value_error(call: Any) -> tuple[bool, str]:
     return False, f"it returned {result!r}"
 
 
-@pytest.mark.task("free_queue", points=1)
+@pytest.mark.task("free_queue", points=2)
 def test_errors(student: Any) -> None:
     queue, blocks = queue_of(student, 3)
     queue.remove(blocks[1])
@@ -107,7 +107,7 @@ def test_errors(student: Any) -> None:
     assert problem is None, problem
 
 
-@pytest.mark.task("free_queue", points=2)
+@pytest.mark.task("free_queue", points=3)
 def test_cost_does_not_grow_with_the_queue(student: Any) -> None:
     what = f"{GUARD_OPS:,} remove + append pairs on a queue of {GUARD_BLOCKS:,} blocks"
     start = time.perf_counter()

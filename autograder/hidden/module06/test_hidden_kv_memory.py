@@ -34,7 +34,7 @@ def generated_configs(seed: int, n: int) -> list[dict[str, Any]]:
     return configs
 
 
-@pytest.mark.task("kv_memory", points=2)
+@pytest.mark.task("kv_memory", points=0.5)
 @pytest.mark.parametrize("model", sorted(CONFIGS))
 def test_published_models(student: Any, model: str) -> None:
     for dtype_bytes in (1, 2, 4):
@@ -42,14 +42,14 @@ def test_published_models(student: Any, model: str) -> None:
         assert problem is None, problem
 
 
-@pytest.mark.task("kv_memory", points=3)
+@pytest.mark.task("kv_memory", points=2)
 def test_generated_configs(student: Any) -> None:
     for config in generated_configs(seed=6, n=25):
         problem = bytes_problem(student, describe(config), config, 2)
         assert problem is None, problem
 
 
-@pytest.mark.task("kv_memory", points=2)
+@pytest.mark.task("kv_memory", points=1)
 def test_the_labs_table_in_gib(student: Any) -> None:
     for model, spec in CONFIGS.items():
         for seq_len in LAB_SEQ_LENS:
@@ -63,7 +63,7 @@ def test_the_labs_table_in_gib(student: Any) -> None:
                     "kv_bytes_per_token * seq_len * batch")
 
 
-@pytest.mark.task("kv_memory", points=2)
+@pytest.mark.task("kv_memory", points=1)
 @pytest.mark.parametrize("seq_len", [1000, 8192])
 def test_max_batch_at_its_boundaries(student: Any, seq_len: int) -> None:
     config = CONFIGS["Qwen2.5-0.5B"].config
@@ -107,7 +107,7 @@ BAD = [
 ]
 
 
-@pytest.mark.task("kv_memory", points=1)
+@pytest.mark.task("kv_memory", points=0.25)
 @pytest.mark.parametrize(("call", "args", "why"), BAD, ids=[b[2] for b in BAD])
 def test_bad_input(student: Any, call: str, args: tuple, why: str) -> None:
     try:

@@ -124,7 +124,7 @@ def test_every_block_free_and_unhashed_or_cached_at_the_end(student: Any) -> Non
     assert manager.num_free_blocks == n_blocks, f"num_free_blocks is {manager.num_free_blocks}; expected {n_blocks}"
 
 
-@pytest.mark.task("serving", points=3)
+@pytest.mark.task("serving", points=2)
 def test_memory_pressure_preempts_but_changes_no_token(student: Any) -> None:
     requests = [{"prompt": SYSTEM[:2 * BS] + prompt(40 + i, 3 + i), "max_tokens": 12} for i in range(5)]
     manager = student.block_manager.BlockManager(10, BS)
@@ -230,6 +230,6 @@ def manager_machine(student: Any) -> type[RuleBasedStateMachine]:
     return ManagerMachine
 
 
-@pytest.mark.task("serving", points=3)
+@pytest.mark.task("serving", points=2)
 def test_state_machine(student: Any) -> None:
     run_state_machine_as_test(manager_machine(student), settings=MACHINE_SETTINGS)
