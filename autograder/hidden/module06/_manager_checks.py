@@ -182,6 +182,8 @@ def normalise(result: Any) -> Any:
 def result_cause(op: Op, got: Any, want: Any, ref: RefManager, before: State) -> str:
     """Why an operation's answer differs, guessed from the two answers."""
     size = ref.block_size
+    if not ref.enable_caching and op[0] == "allocate" and got is not None and want is not None and got[0] != want[0]:
+        return "with enable_caching=False nothing is hashed or looked up: num_computed is always 0"
     if want is None and got is not None:
         return ("there are not enough free blocks: the call must return None and change nothing. Count the hit "
                 "blocks that are in the free queue (ref_cnt 0) as taken: touching them removes them from it")
@@ -261,7 +263,9 @@ def walk_problem(student: Any, manager: Any, ref: RefManager, ops: Sequence[Op],
         try:
             got = normalise(student_apply(manager, op))
         except Exception as error:  # a student's exception of any type is a finding
-            return f"{step} raised {type(error).__name__}: {error}"
+            cause = (result_cause(op, error, want, ref, before) if want is None else
+                     "compare with the rule in the docstring of the method called")
+            return f"{step} raised {type(error).__name__}: {error}. Likely cause: {cause}"
         if got != want:
             return (f"{step} returned {got!r:.300}; expected {want!r:.300}. Likely cause: "
                     f"{result_cause(op, got, want, ref, before)}")

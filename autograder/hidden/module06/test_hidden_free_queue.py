@@ -20,6 +20,19 @@ def queue_of(student: Any, n: int) -> tuple[Any, list[Any]]:
     return student.block_manager.FreeBlockQueue(blocks), blocks
 
 
+LINKS_CAUSE = ("Likely cause: popleft and remove must clear the block's links (prev_free_block / next_free_block = "
+               "None) so that it can be appended again; append and remove raise ValueError only for a block already "
+               "in, or not in, the queue")
+
+
+def do(step: str, call: Any) -> Any:
+    """call(), or a failure naming the step when the student's queue raises."""
+    try:
+        return call()
+    except Exception as error:  # a student's exception of any type is a finding
+        pytest.fail(f"{step} raised {type(error).__name__}: {error}. {LINKS_CAUSE}", pytrace=False)
+
+
 def order_problem(step: str, queue: Any, expected: list[int]) -> str | None:
     ids, count = list(queue.block_ids()), queue.num_free_blocks
     if ids != expected:
@@ -38,14 +51,14 @@ def test_vllm_queue_walk(student: Any) -> None:
              ("append", 0), ("append", 6), ("remove", 0), ("popleft", None), ("append", 1), ("append", 2)]
     for index, (name, block) in enumerate(steps):
         if name == "popleft":
-            got = queue.popleft().block_id
+            step = f"step {index}, popleft()"
+            got = do(step, queue.popleft).block_id
             want = model.pop(0)
             assert got == want, f"step {index}: popleft() returned block {got}; expected the head, block {want}"
-            step = f"step {index}, popleft()"
         else:
-            getattr(queue, name)(blocks[block])
-            model.remove(block) if name == "remove" else model.append(block)
             step = f"step {index}, {name}(block {block})"
+            do(step, lambda: getattr(queue, name)(blocks[block]))
+            model.remove(block) if name == "remove" else model.append(block)
         problem = order_problem(step, queue, model)
         assert problem is None, problem
 
@@ -61,20 +74,20 @@ def test_random_operations(student: Any, seed: int) -> None:
         outside = sorted(set(range(n)) - set(model))
         choice = rng.integers(3)
         if choice == 0 and model:
-            got = queue.popleft().block_id
+            step = f"random step {index}, popleft()"
+            got = do(step, queue.popleft).block_id
             want = model.pop(0)
             assert got == want, f"random step {index}: popleft() returned block {got}; expected the head, block {want}"
-            step = f"random step {index}, popleft()"
         elif choice == 1 and model:
             block = int(rng.choice(model))
-            queue.remove(blocks[block])
+            step = f"random step {index}, remove(block {block}) from position {model.index(block)}"
+            do(step, lambda: queue.remove(blocks[block]))
             model.remove(block)
-            step = f"random step {index}, remove(block {block}) from position {index}"
         elif outside:
             block = int(rng.choice(outside))
-            queue.append(blocks[block])
+            step = f"random step {index}, append(block {block}), a block removed earlier"
+            do(step, lambda: queue.append(blocks[block]))
             model.append(block)
-            step = f"random step {index}, append(block {block}) (removed earlier: its links must have been cleared)"
         else:
             continue
         problem = order_problem(step, queue, model)

@@ -39,15 +39,19 @@ def prompt(seed: int, n: int) -> list[int]:
 
 
 SYSTEM = prompt(1, 5 * BS + 1)
-# A chat-like workload: a shared system prompt, a repeated question, a conversation that continues
-# an earlier answer, a fully cached prompt, and an unrelated request.
+FIRST = SYSTEM + prompt(2, 6)
+# The first request's answer (greedy, 6 tokens): a later turn of its conversation sends it back.
+ANSWER = [int(t) for t in generate(PARAMS, TINY, np.asarray([FIRST]), 6)[0][0, len(FIRST):]]
+# A chat-like workload: a shared system prompt, a repeated question, a fully cached prompt, an
+# unrelated request, and a conversation's next turn, whose prefix includes blocks filled by decoding.
 WORKLOAD = [
-    {"prompt": SYSTEM + prompt(2, 6), "max_tokens": 5},
+    {"prompt": FIRST, "max_tokens": 6},
     {"prompt": SYSTEM + prompt(3, 3), "max_tokens": 6},
     {"prompt": SYSTEM + prompt(2, 6), "max_tokens": 3},
     {"prompt": prompt(4, 2 * BS), "max_tokens": 4},
     {"prompt": prompt(4, 2 * BS), "max_tokens": 2},
     {"prompt": SYSTEM[:3 * BS] + prompt(5, 9), "max_tokens": 5},
+    {"prompt": FIRST + ANSWER[:5] + prompt(6, 4), "max_tokens": 3},
 ]
 
 
