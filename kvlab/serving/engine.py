@@ -54,6 +54,13 @@ from kvlab.model import Config, forward, init_params
 # The weights every engine uses unless told otherwise: the demo, the server and the tests agree.
 WEIGHT_SEED = 0
 
+# The server's model: big enough that prefilling a 2k-token prompt takes a clearly measurable time
+# on a CPU (about a second in float32 on one core; attention over 2,048 positions dominates), small
+# enough that a cached prompt's first token comes in tens of milliseconds. `vocab` is the course
+# tokenizer's vocabulary (kvlab.serving.tokenizer.VOCAB_SIZE; a repository test checks they agree).
+SERVE = Config(vocab=1024, d_model=256, n_layers=4, n_heads=4, n_kv_heads=2, d_head=64, d_ff=768,
+               max_seq=4096, rope_theta=10000.0, name="kvlab-serve")
+
 
 class ManagerError(RuntimeError):
     """The block manager returned something the engine cannot use; the message says what."""
@@ -76,6 +83,7 @@ class Request:
     request_id: str
     prompt: list[int]
     max_tokens: int
+    stop_token_ids: tuple[int, ...] = ()
     output: list[int] = field(default_factory=list)
     block_ids: list[int] = field(default_factory=list)
     kv_length: int = 0
@@ -155,8 +163,13 @@ class Engine:
         context (cfg.max_seq) and the whole KV pool hold."""
         return min(self.cfg.max_seq, self.num_blocks * self.block_size) - n_prompt + 1
 
-    def add_request(self, prompt: Sequence[int], max_tokens: int, request_id: str | None = None) -> Request:
-        """Queue a request (prompt: token ids, max_tokens >= 1). EngineError when it can never fit."""
+    def add_request(self, prompt: Sequence[int], max_tokens: int, request_id: str | None = None,
+                    stop_token_ids: Sequence[int] = ()) -> Request:
+        """Queue a request (prompt: token ids, max_tokens >= 1). EngineError when it can never fit.
+
+        Generation stops after max_tokens tokens (finish reason "length"), or after sampling
+        `eos_token_id` or one of `stop_token_ids` (finish reason "stop"; that token is output too).
+        """
         prompt = [int(t) for t in prompt]
         if not prompt or min(prompt) < 0 or max(prompt) >= self.cfg.vocab:
             raise EngineError(f"a prompt needs 1 or more token ids in [0, {self.cfg.vocab})")
@@ -169,7 +182,7 @@ class Engine:
         request_id = request_id if request_id is not None else f"req-{next(self._ids)}"
         if request_id in self.requests:
             raise EngineError(f"request id {request_id!r} is in use")
-        request = Request(request_id, prompt, int(max_tokens))
+        request = Request(request_id, prompt, int(max_tokens), tuple(int(t) for t in stop_token_ids))
         self.requests[request_id] = request
         self.waiting.append(request)
         return request
@@ -291,7 +304,7 @@ class Engine:
         if self.keep_logits:
             request.logits.append(logits)
         finish = None
-        if token == self.eos_token_id:
+        if token == self.eos_token_id or token in request.stop_token_ids:
             finish = "stop"
         elif len(request.output) >= request.max_tokens:
             finish = "length"
