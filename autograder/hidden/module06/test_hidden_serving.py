@@ -4,8 +4,9 @@ pressure changes no token; every block free (and unhashed or cached) when all re
 derandomized hypothesis state machine over admissions, decode appends and frees (no block lost or
 double-owned, the free count exact).
 
-The engine runs as `student.call("kvlab.serving.engine:run_requests", manager, ...)`; the expected
-values come from the same engine on the trusted reference manager and from `kvlab.model.generate`.
+The engine runs in the trusted process (`student.call("kvlab.counter:run_counted", run_requests, manager,
+...)`), calling the student's manager through its proxy; the expected values come from the same engine
+on the trusted reference manager and from `kvlab.model.generate`.
 """
 from __future__ import annotations
 
@@ -56,8 +57,11 @@ WORKLOAD = [
 
 
 def serve(student: Any, manager: Any, requests: list[dict], **options: Any) -> dict[str, Any]:
+    """`run_requests` on the student's manager, in the trusted process (run_counted is a trusted-side
+    call: the engine, its forward calls and its counts stay here, the manager answers through its proxy)."""
     try:
-        return student.call("kvlab.serving.engine:run_requests", manager, TINY, requests, **options)
+        result, _ = student.call("kvlab.counter:run_counted", run_requests, manager, TINY, requests, **options)
+        return result
     except Exception as error:  # the engine names what the manager returned wrong
         pytest.fail(f"the engine running your BlockManager stopped: {type(error).__name__}: {error}", pytrace=False)
 
