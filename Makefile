@@ -14,7 +14,7 @@ JOBS ?= 2
 
 all: venv starter release autograder grade-reference
 
-$(VENV)/.installed: requirements/student.txt requirements/grader.txt requirements/instructor.txt
+$(VENV)/.installed: requirements/student.txt requirements/serving.txt requirements/grader.txt requirements/instructor.txt
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet -r requirements/instructor.txt
 	touch $@
@@ -45,6 +45,11 @@ demo: venv
 
 bench: venv
 	$(PY) -m tools.bench
+
+# Module 6's OpenAI-compatible server on loopback (PORT=8000; SUB=dir runs that block_manager.py).
+.PHONY: serve
+serve: venv
+	$(PY) -m kvlab.serving.server --host 127.0.0.1 --port $(or $(PORT),8000) $(if $(filter command line,$(origin SUB)),--submission $(SUB))
 
 check-py310: venv
 	$(VENV)/bin/vermin --target=3.10- --violations --no-tips --eval-annotations --backport dataclasses kvlab solutions starter assignments autograder tools tests
