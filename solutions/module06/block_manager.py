@@ -175,7 +175,7 @@ class BlockManager:
     def __init__(self, num_blocks: int, block_size: int, enable_caching: bool = True) -> None:
         # BEGIN SOLUTION
         for name, value in (("num_blocks", num_blocks), ("block_size", block_size)):
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            if type(value) is not int or value < 1:  # bool is an int subclass: not a count
                 raise ValueError(f"{name} must be an int >= 1; got {value!r}")
         self.num_blocks = num_blocks
         self.block_size = block_size
