@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import importlib.util
 import itertools
 import json
@@ -278,6 +279,7 @@ async def _json_body(request: Request) -> dict[str, Any]:
 def create_app(args: argparse.Namespace) -> FastAPI:
     state: dict[str, Server] = {}
 
+    @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         state["server"] = Server(args)
         yield
