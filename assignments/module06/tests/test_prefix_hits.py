@@ -70,3 +70,8 @@ def test_no_room_changes_nothing_and_caching_off(student: Any) -> None:
     answer = off.allocate("b", A)
     assert answer[0] == 0 and off.block_hash(0) is None and off.prefix_cache_queries == 0, (
         f"with enable_caching=False nothing is hashed, looked up or counted; got {answer}, hash {off.block_hash(0)!r}")
+    try:
+        result = off.allocate("a", A)
+    except ValueError:
+        return
+    pytest.fail(f"allocate with a request id that already holds blocks should raise ValueError; it returned {result!r}")

@@ -91,8 +91,9 @@ def test_max_batch_of_an_mla_model(student: Any) -> None:
     expected = (gpu - weights) // (expected_bytes(spec.config, 2) * 32768)
     actual = student.kv_memory.max_batch(spec.as_dict(), 32768, gpu, weights)
     assert actual == expected, (
-        f"max_batch(DeepSeek-V3, seq_len=32768, 8 x 141 GB, FP8 weights) returned {actual!r}, expected {expected}. "
-        "Likely cause: kv_bytes_per_token of an MLA config (see test_published_models)")
+        f"max_batch(DeepSeek-V3, seq_len=32768, 8 x 141 GB, FP8 weights) returned {actual!r}, "
+        f"{'too many' if isinstance(actual, int) and actual > expected else 'not the right count'}. Likely cause: "
+        "kv_bytes_per_token of an MLA config (see test_published_models)")
 
 
 BAD = [
