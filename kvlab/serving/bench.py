@@ -23,6 +23,7 @@ import statistics
 import time
 from typing import Any
 
+import httpx
 from openai import OpenAI
 
 from kvlab.serving.tokenizer import CORPUS
@@ -84,8 +85,6 @@ def medians(runs: list[dict[str, float]]) -> dict[str, float]:
 
 def read_metrics(base_url: str) -> dict[str, float]:
     """The server's /metrics counters by name (labels dropped), e.g. 'vllm:prefix_cache_hits_total'."""
-    import httpx
-
     text = httpx.get(base_url.rstrip("/").removesuffix("/v1") + "/metrics", timeout=10).text
     values: dict[str, float] = {}
     for line in text.splitlines():

@@ -322,7 +322,7 @@ def create_app(args: argparse.Namespace) -> FastAPI:
         prompt = server.tokenizer.encode(text)
         max_tokens = server.max_tokens(body, len(prompt), "max_completion_tokens", "max_tokens")
         stop = (server.tokenizer.im_end_id, server.tokenizer.eos_token_id)
-        return await _respond(server, request, body, "chat", model, prompt, max_tokens, stop)
+        return await _respond(server, body, "chat", model, prompt, max_tokens, stop)
 
     @app.post("/v1/completions")
     async def completions(request: Request) -> Response:
@@ -341,13 +341,13 @@ def create_app(args: argparse.Namespace) -> FastAPI:
         else:
             raise ApiError(400, "prompt must be a non-empty string or a list of token ids (one prompt)", param="prompt")
         max_tokens = server.max_tokens(body, len(prompt), "max_tokens")
-        return await _respond(server, request, body, "completion", model, prompt, max_tokens,
+        return await _respond(server, body, "completion", model, prompt, max_tokens,
                               (server.tokenizer.eos_token_id,))
 
     return app
 
 
-async def _events(server: Server, request_id: str, events: asyncio.Queue) -> AsyncIterator[tuple[Event, int]]:
+async def _events(events: asyncio.Queue) -> AsyncIterator[tuple[Event, int]]:
     """The request's (event, cached tokens) pairs until it finishes; ApiError when the engine refused it."""
     while True:
         item = await events.get()
@@ -358,7 +358,7 @@ async def _events(server: Server, request_id: str, events: asyncio.Queue) -> Asy
             return
 
 
-async def _respond(server: Server, http: Request, body: dict[str, Any], kind: str, model: str, prompt: list[int],
+async def _respond(server: Server, body: dict[str, Any], kind: str, model: str, prompt: list[int],
                    max_tokens: int, stop: tuple[int, ...]) -> Response:
     prefix = "chatcmpl" if kind == "chat" else "cmpl"
     request_id = f"{prefix}-{next(server.ids)}-{os.urandom(4).hex()}"
@@ -368,7 +368,7 @@ async def _respond(server: Server, http: Request, body: dict[str, Any], kind: st
     if not body.get("stream", False):
         output, cached, finish = [], 0, None
         try:
-            async for event, cached in _events(server, request_id, events):
+            async for event, cached in _events(events):
                 output.append(event.token)
                 finish = event.finish_reason
         except asyncio.CancelledError:
@@ -387,7 +387,7 @@ async def _respond(server: Server, http: Request, body: dict[str, Any], kind: st
 
     # Streaming: wait for the first event before answering, so that a refused request still gets
     # its error status rather than a 200 with an error inside the stream.
-    stream = _events(server, request_id, events)
+    stream = _events(events)
     try:
         first = await stream.__anext__()
     except asyncio.CancelledError:
