@@ -18,7 +18,7 @@ all: venv traces starter release autograder grade-reference
 
 # The stamp is written only after a complete install; without it (an install that failed or was
 # interrupted) the venv is deleted and built again. The Python version is checked first.
-$(VENV)/.installed: requirements/student.txt requirements/grader.txt requirements/instructor.txt
+$(VENV)/.installed: $(wildcard requirements/*.txt)
 	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 10))' 2>/dev/null || { \
 	  echo "kvlab needs Python 3.10 or newer; $(PYTHON) is $$($(PYTHON) --version 2>&1 || echo missing)." \
 	       "Run make PYTHON=python3.1x with a newer one."; exit 1; }
@@ -58,6 +58,11 @@ demo: venv
 
 bench: venv
 	$(PY) -m tools.bench
+
+# Module 6's OpenAI-compatible server on loopback (PORT=8000; SUB=dir runs that block_manager.py).
+.PHONY: serve
+serve: venv
+	$(PY) -m kvlab.serving.server --host 127.0.0.1 --port $(or $(PORT),8000) $(if $(filter command line,$(origin SUB)),--submission $(SUB))
 
 check-py310: venv
 	$(VENV)/bin/vermin --target=3.10- --violations --no-tips --eval-annotations --backport dataclasses kvlab solutions starter assignments autograder tools tests

@@ -82,6 +82,7 @@ def package_files(assignment: Assignment, root: Path = REPO_ROOT) -> dict[str, b
         "run_autograder": run_autograder_script(assignment),
         **_file(root, "requirements/grader.txt"),
         **_file(root, "requirements/student.txt"),
+        **_file(root, "requirements/serving.txt"),
         **_tree(root, "kvlab"),
         **_file(root, "autograder/__init__.py"),
         **_tree(root, "autograder/harness"),

@@ -59,7 +59,9 @@ def counting() -> Iterator[Counts]:
     try:
         yield counts
     finally:
-        _active.remove(counts)
+        # By identity: Counts compare by value, and a nested block's totals can equal the outer's,
+        # so list.remove could take the wrong one (and then fail to find this one).
+        del _active[next(i for i, active in enumerate(_active) if active is counts)]
 
 
 def record(**increments: int) -> None:

@@ -41,4 +41,25 @@ SUITES = {
         # The whole suite takes too long to run once per mutant.
         mutants_run_own_tasks=True,
     ),
+    "module06": Suite(
+        assignment="module06",
+        # Every function and method of kv_memory.py and block_manager.py that the catalog must break.
+        contract={
+            "kv_memory.py": frozenset({
+                "kv_values_per_token_per_layer", "kv_bytes_per_token", "kv_cache_gib", "max_batch",
+            }),
+            "block_manager.py": frozenset({
+                "FreeBlockQueue.__init__", "FreeBlockQueue.popleft", "FreeBlockQueue.remove", "FreeBlockQueue.append",
+                "FreeBlockQueue.block_ids", "block_hashes", "BlockManager.__init__", "BlockManager.allocate",
+                "BlockManager.append_tokens", "BlockManager.free", "BlockManager._take_free_block",
+                "BlockManager._cache_block",
+            }),
+        },
+        min_mutants=20,
+        # The serving tests' state machine uses hypothesis; the cost guards need room on a busy machine.
+        pytest_args=("--timeout=180",),
+        run_timeout=600,
+        # A manager bug fails the serving task too; each mutant runs its own tasks' files only.
+        mutants_run_own_tasks=True,
+    ),
 }

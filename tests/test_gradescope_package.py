@@ -43,7 +43,8 @@ def repo_files(folder: str) -> set[str]:
 
 def test_zip_holds_exactly_the_grading_files(package: Path) -> None:
     expected = {
-        *SCRIPTS, "requirements/grader.txt", "requirements/student.txt", "autograder/__init__.py",
+        *SCRIPTS, "requirements/grader.txt", "requirements/student.txt", "requirements/serving.txt",
+        "autograder/__init__.py",
         f"assignments/{ASSIGNMENT}/assignment.json",
         *repo_files("kvlab"), *repo_files("autograder/harness"), *repo_files(f"autograder/hidden/{ASSIGNMENT}"),
         *repo_files(f"assignments/{ASSIGNMENT}/tests"),

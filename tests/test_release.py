@@ -52,7 +52,8 @@ def test_bundle_holds_exactly_the_expected_files(bundle: Bundle) -> None:
     }
     expected = (
         {path.name for path in (ROOT / "solutions" / bundle.assignment_id).glob("*.py")}
-        | {f"kvlab/{path.name}" for path in (ROOT / "kvlab").glob("*.py")}
+        | {f"kvlab/{path.relative_to(ROOT / 'kvlab').as_posix()}" for path in (ROOT / "kvlab").rglob("*")
+           if path.is_file() and path.suffix != ".pyc" and not CACHE_NAMES & set(path.parts)}
         | public_tests
         | ({"demo.py"} if (source / "demo.py").is_file() else set())
         | set(_assignment(bundle.assignment_id).get("data", []))
@@ -97,7 +98,10 @@ def test_bundle_holds_no_private_file(bundle: Bundle) -> None:
 
 def test_bundle_requirements_are_the_students(bundle: Bundle) -> None:
     shipped = (bundle.folder / "requirements.txt").read_text()
-    assert shipped == (ROOT / "requirements" / "student.txt").read_text(), "requirements.txt should be requirements/student.txt"
+    pins = [line for name in ("student.txt", "serving.txt")
+            for line in (ROOT / "requirements" / name).read_text().splitlines() if "==" in line]
+    assert all(pin in shipped.splitlines() for pin in pins) and "-r " not in shipped, (
+        f"requirements.txt should be requirements/student.txt with its includes inlined; got:\n{shipped}")
     assert "nbgrader" not in shipped and "jsonschema" not in shipped, f"instructor packages in requirements.txt:\n{shipped}"
 
 

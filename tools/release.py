@@ -102,11 +102,28 @@ def _student_makefile(assignment: dict) -> bytes:
 
 
 def _requirements(root: Path) -> bytes:
-    text = (root / "requirements" / "student.txt").read_text(encoding="utf-8")
-    # The bundle has no other requirement files for an include to point at.
-    if any(line.lstrip().startswith(("-r", "-c")) for line in text.splitlines()):
-        raise ReleaseError("requirements/student.txt must not include other files: it ships as it is")
-    return text.encode()
+    """requirements/student.txt with each `-r FILE` include replaced by that file's lines: the bundle
+    ships one requirements.txt, with no other requirement files for an include to point at."""
+    lines = []
+    for line in (root / "requirements" / "student.txt").read_text(encoding="utf-8").splitlines():
+        stripped = line.strip()
+        if stripped.startswith("-c"):
+            raise ReleaseError("requirements/student.txt must not use constraint files: the bundle ships one file")
+        if stripped.startswith("-r"):
+            included = (root / "requirements" / stripped.removeprefix("-r").strip()).read_text(encoding="utf-8")
+            if any(inner.lstrip().startswith(("-r", "-c")) for inner in included.splitlines()):
+                raise ReleaseError(f"{stripped}: an included requirements file must not include others")
+            lines += included.splitlines()
+        else:
+            lines.append(line)
+    return ("\n".join(lines) + "\n").encode()
+
+
+def _library_files(root: Path) -> dict[str, bytes]:
+    """Every file of the course library kvlab/ (subpackages and their data included), caches aside."""
+    return {f"kvlab/{path.relative_to(root / 'kvlab').as_posix()}": path.read_bytes()
+            for path in sorted((root / "kvlab").rglob("*"))
+            if path.is_file() and path.suffix != ".pyc" and "__pycache__" not in path.parts}
 
 
 def solution_lines(assignment_id: str, root: Path = ROOT) -> set[str]:
@@ -132,7 +149,7 @@ def bundle_contents(assignment_id: str, root: Path = ROOT) -> dict[str, bytes]:
         raise ReleaseError(f"{handout} is missing: every bundle carries the assignment's handout")
     files = {
         **_starter_files(assignment_id, assignment, root),
-        **{f"kvlab/{path.name}": path.read_bytes() for path in sorted((root / "kvlab").glob("*.py"))},
+        **_library_files(root),
         **_public_tests(assignment_id, root),
         **_data_files(assignment_id, assignment, root),
         "README.md": handout.read_bytes(),

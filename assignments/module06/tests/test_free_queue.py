@@ -1,0 +1,58 @@
+"""Public tests of FreeBlockQueue (task free_queue). Run: make test TASK=free_queue.
+
+The free queue is a doubly linked list in eviction order: popleft takes the head, append adds at the
+tail, remove unlinks a block from anywhere in O(1). block_ids() lists the queue head first.
+"""
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import pytest
+
+
+def queue_of(student: Any, n: int) -> tuple[Any, list[Any]]:
+    blocks = [student.block_manager.KVBlock(i) for i in range(n)]
+    return student.block_manager.FreeBlockQueue(blocks), blocks
+
+
+@pytest.mark.task("free_queue", points=1)
+def test_queue_walk(student: Any) -> None:
+    queue, blocks = queue_of(student, 5)
+    assert list(queue.block_ids()) == [0, 1, 2, 3, 4], f"a new queue holds its blocks in the given order; got {queue.block_ids()}"
+    assert queue.num_free_blocks == 5, f"num_free_blocks of a new 5-block queue should be 5; got {queue.num_free_blocks}"
+    head = queue.popleft()
+    assert head.block_id == 0, f"popleft() should return the head, block 0; got block {head.block_id}"
+    queue.remove(blocks[2])
+    assert list(queue.block_ids()) == [1, 3, 4], f"after popleft() and remove(block 2) the queue should be [1, 3, 4]; got {queue.block_ids()}"
+    queue.append(blocks[2])
+    queue.append(head)
+    queue.remove(blocks[4])
+    assert list(queue.block_ids()) == [1, 3, 2, 0], (
+        f"after append(block 2), append(block 0), remove(block 4) the queue should be [1, 3, 2, 0]; got {queue.block_ids()}. "
+        "Likely cause: remove unlinks a block wherever it is, relinking its two neighbours, and clears its links so it "
+        "can be appended again")
+    assert queue.num_free_blocks == 4, f"num_free_blocks should be 4; got {queue.num_free_blocks}"
+
+
+@pytest.mark.task("free_queue", points=1)
+def test_errors(student: Any) -> None:
+    queue, blocks = queue_of(student, 1)
+    for what, call in (("append of a block already in the queue", lambda: queue.append(blocks[0])),
+                       ("popleft() of an empty queue", lambda: (queue.popleft(), queue.popleft())),
+                       ("remove of a block not in the queue", lambda: queue.remove(blocks[0]))):
+        try:
+            result = call()
+        except ValueError:
+            continue
+        pytest.fail(f"{what} should raise ValueError; it returned {result!r}")
+
+
+@pytest.mark.task("free_queue", points=1)
+def test_remove_costs_o1(student: Any) -> None:
+    start = time.perf_counter()
+    student.call("kvlab.serving.drills:churn_free_queue", student.block_manager.FreeBlockQueue,
+                 student.block_manager.KVBlock, 50_000, 1_000, 0)
+    elapsed = time.perf_counter() - start
+    assert elapsed < 4, (f"1,000 remove + append pairs on a 50,000-block queue took {elapsed:.1f} s. Likely cause: "
+                         "remove is not O(1) (a Python list's remove scans); link the blocks to each other instead")

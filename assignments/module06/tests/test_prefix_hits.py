@@ -1,0 +1,77 @@
+"""Public tests of block_hashes and BlockManager.allocate (task prefix_hits). Run: make test TASK=prefix_hits.
+
+Block size 4 throughout. Prompt A has 10 tokens: 2 full blocks (hashed) and a partial one.
+"""
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+import numpy as np
+import pytest
+
+A = [5, 9, 2, 7, 1, 1, 8, 3, 6, 4]
+
+
+def state(student: Any, manager: Any) -> tuple[list[int], list[int]]:
+    """(free queue head first, every block's ref_cnt)."""
+    refs = student.call("kvlab.probe:each", manager.ref_cnt, [(b,) for b in range(manager.num_blocks)])
+    return list(manager.free_block_ids()), list(refs)
+
+
+@pytest.mark.task("prefix_hits", points=1)
+def test_block_hashes_chain(student: Any) -> None:
+    digests = list(student.block_manager.block_hashes(np.asarray(A, dtype=np.int32), 4))
+    first = hashlib.sha256(np.asarray(A[:4], dtype="<i8").tobytes()).hexdigest()
+    assert len(digests) == 2, f"10 tokens at block size 4 make 2 full blocks, so 2 digests; got {len(digests)}"
+    assert digests[0] == first, "digest 0 is the SHA-256 of the first block's tokens as little-endian int64 (lecture 7)"
+    assert list(student.block_manager.block_hashes(A[4:8], 4, parent=digests[0])) == digests[1:], (
+        "block_hashes(b, n, parent=last digest of a) must continue a's chain")
+
+
+@pytest.mark.task("prefix_hits", points=1)
+def test_second_request_shares_the_full_blocks(student: Any) -> None:
+    manager = student.block_manager.BlockManager(8, 4)
+    assert manager.allocate("a", A) == (0, [0, 1, 2]), "the first request has nothing cached: (0, [0, 1, 2])"
+    answer = manager.allocate("b", A[:8] + [3, 3, 3])
+    assert tuple(answer) == (8, [0, 1, 3]), (
+        f"b shares A's 2 full blocks (8 tokens) and gets one new block from the free queue's head: (8, [0, 1, 3]); got {answer}")
+    queue, refs = state(student, manager)
+    assert refs == [2, 2, 1, 1, 0, 0, 0, 0], f"ref_cnts should be [2, 2, 1, 1, 0, 0, 0, 0]; got {refs}"
+    assert queue == [4, 5, 6, 7], f"the free queue should be [4, 5, 6, 7]; got {queue}"
+    assert manager.block_hash(2) is None and manager.block_hash(1) is not None, "only full blocks are hashed"
+    counters = (manager.prefix_cache_queries, manager.prefix_cache_hits)
+    assert counters == (21, 8), f"queries, hits should be (10 + 11, 8) = (21, 8); got {counters}"
+
+
+@pytest.mark.task("prefix_hits", points=1)
+def test_freed_blocks_stay_hits_and_a_full_hit_recomputes_the_last_block(student: Any) -> None:
+    manager = student.block_manager.BlockManager(8, 4)
+    manager.allocate("a", A)
+    manager.free("a")
+    answer = manager.allocate("c", A[:8])
+    assert tuple(answer) == (4, [0, 3]), (
+        f"A's first 8 tokens are fully cached, but the last token must be computed: 1 block hit, its second block "
+        f"recomputed in a new block, (4, [0, 3]); got {answer}")
+    queue, refs = state(student, manager)
+    assert queue == [4, 5, 6, 7, 2, 1], (
+        f"a freed cached block is a hit until reallocated: the hit takes block 0 out of the free queue (touch); "
+        f"expected [4, 5, 6, 7, 2, 1]; got {queue}")
+    assert manager.block_hash(3) is None, "block 3 holds a hash already cached (block 1's): it stays unhashed"
+
+
+@pytest.mark.task("prefix_hits", points=1)
+def test_no_room_changes_nothing_and_caching_off(student: Any) -> None:
+    manager = student.block_manager.BlockManager(2, 4)
+    assert manager.allocate("a", A) is None, "10 tokens need 3 blocks of 4; with 2 blocks allocate returns None"
+    assert manager.free_block_ids() == [0, 1] and manager.prefix_cache_queries == 0, "a None allocate changes nothing"
+    off = student.block_manager.BlockManager(8, 4, enable_caching=False)
+    off.allocate("a", A)
+    answer = off.allocate("b", A)
+    assert answer[0] == 0 and off.block_hash(0) is None and off.prefix_cache_queries == 0, (
+        f"with enable_caching=False nothing is hashed, looked up or counted; got {answer}, hash {off.block_hash(0)!r}")
+    try:
+        result = off.allocate("a", A)
+    except ValueError:
+        return
+    pytest.fail(f"allocate with a request id that already holds blocks should raise ValueError; it returned {result!r}")

@@ -1,0 +1,277 @@
+"""Trusted-side reference of the block manager, and walks that compare a student's manager to it.
+
+`RefManager` follows block_manager.py's docstrings with plain containers (an OrderedDict as the
+free queue). A walk applies the same operations to both and, after every step, compares what the
+operation returned, the free queue (order included), every block's ref_cnt and hash, and the
+counters; the first difference becomes a message naming the step, what differed, and the likely
+cause. The student's state is read in a few round trips (`kvlab.probe:each`).
+"""
+from __future__ import annotations
+
+import hashlib
+from collections import OrderedDict
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+Op = tuple  # ("allocate", request_id, tokens) | ("append", request_id, tokens) | ("free", request_id)
+
+
+def chained_hashes(tokens: Sequence[int], block_size: int, parent: str | None = None) -> list[str]:
+    """Lecture 7's chained SHA-256 of full blocks (the contract's exact digests)."""
+    values = np.asarray(tokens, dtype="<i8")
+    digests: list[str] = []
+    previous = b"" if parent is None else parent.encode()
+    for start in range(0, len(values) - block_size + 1, block_size):
+        digest = hashlib.sha256(previous + values[start:start + block_size].tobytes()).hexdigest()
+        digests.append(digest)
+        previous = digest.encode()
+    return digests
+
+
+class RefManager:
+    """The reference: the same operations and answers as the contract's BlockManager (so the trusted
+    engine can run on it too: `allocate`, `append_tokens`, `free`, `num_blocks`, `block_size`)."""
+
+    def __init__(self, num_blocks: int, block_size: int, enable_caching: bool = True) -> None:
+        self.num_blocks, self.block_size, self.enable_caching = num_blocks, block_size, enable_caching
+        self.ref = [0] * num_blocks
+        self.hash: list[str | None] = [None] * num_blocks
+        self.queue: OrderedDict[int, None] = OrderedDict((b, None) for b in range(num_blocks))
+        self.cached: dict[str, int] = {}
+        self.requests: dict[str, tuple[list[int], list[int], list[str]]] = {}
+        self.queries = self.hits = 0
+
+    def _take(self) -> int:
+        block, _ = self.queue.popitem(last=False)
+        digest = self.hash[block]
+        if digest is not None:
+            if self.cached.get(digest) == block:
+                del self.cached[digest]
+            self.hash[block] = None
+        self.ref[block] = 1
+        return block
+
+    def _cache(self, block: int, digest: str) -> None:
+        if digest not in self.cached:
+            self.cached[digest] = block
+            self.hash[block] = digest
+
+    def hit_blocks(self, tokens: Sequence[int]) -> list[int]:
+        """The cached blocks allocate would share (the capped leading run)."""
+        if not self.enable_caching:
+            return []
+        found = []
+        for digest in chained_hashes(tokens, self.block_size)[:(len(tokens) - 1) // self.block_size]:
+            if digest not in self.cached:
+                break
+            found.append(self.cached[digest])
+        return found
+
+    def allocate(self, rid: str, tokens: Sequence[int]) -> tuple[int, list[int]] | None:
+        tokens = [int(t) for t in tokens]
+        size = self.block_size
+        hashes = chained_hashes(tokens, size) if self.enable_caching else []
+        hits = self.hit_blocks(tokens)
+        n_new = -(-len(tokens) // size) - len(hits)
+        if n_new > len(self.queue) - sum(1 for b in hits if self.ref[b] == 0):
+            return None
+        for block in hits:
+            if self.ref[block] == 0:
+                del self.queue[block]
+            self.ref[block] += 1
+        blocks = hits + [self._take() for _ in range(n_new)]
+        for index in range(len(hits), len(hashes)):
+            self._cache(blocks[index], hashes[index])
+        if self.enable_caching:
+            self.queries += len(tokens)
+            self.hits += len(hits) * size
+        self.requests[rid] = (blocks, tokens, hashes)
+        return len(hits) * size, list(blocks)
+
+    def append(self, rid: str, tokens: Sequence[int]) -> list[int] | None:
+        blocks, held, hashes = self.requests[rid]
+        size = self.block_size
+        n_new = -(-(len(held) + len(tokens)) // size) - len(blocks)
+        if n_new > len(self.queue):
+            return None
+        new = [self._take() for _ in range(n_new)]
+        blocks.extend(new)
+        held.extend(int(t) for t in tokens)
+        if self.enable_caching:
+            more = chained_hashes(held[len(hashes) * size:len(held) // size * size], size,
+                                  hashes[-1] if hashes else None)
+            for index, digest in enumerate(more, start=len(hashes)):
+                self._cache(blocks[index], digest)
+            hashes.extend(more)
+        return new
+
+    def append_tokens(self, rid: str, tokens: Sequence[int]) -> list[int] | None:
+        """The engine's name for `append`."""
+        return self.append(rid, tokens)
+
+    def free(self, rid: str) -> None:
+        """The engine's name for `release`."""
+        self.release(rid)
+
+    def release(self, rid: str) -> None:
+        blocks, _, _ = self.requests.pop(rid)
+        for block in reversed(blocks):
+            self.ref[block] -= 1
+            if self.ref[block] == 0:
+                self.queue[block] = None
+
+    def apply(self, op: Op) -> Any:
+        if op[0] == "allocate":
+            return self.allocate(op[1], op[2])
+        if op[0] == "append":
+            return self.append(op[1], op[2])
+        return self.release(op[1])
+
+    def state(self) -> State:
+        return State(list(self.queue), list(self.ref), list(self.hash), self.queries, self.hits)
+
+
+@dataclass
+class State:
+    """What a walk compares after each step."""
+
+    free_queue: list[int]
+    ref_cnts: list[int]
+    hashes: list[str | None]
+    queries: int
+    hits: int
+
+
+def student_state(student: Any, manager: Any, n_blocks: int, caching: bool = True) -> State:
+    """The student's manager's state, read in a few round trips."""
+    ids = [(b,) for b in range(n_blocks)]
+    refs = student.call("kvlab.probe:each", manager.ref_cnt, ids)
+    hashes = student.call("kvlab.probe:each", manager.block_hash, ids)
+    return State(list(manager.free_block_ids()), list(refs), list(hashes), manager.prefix_cache_queries,
+                 manager.prefix_cache_hits)
+
+
+def describe_op(op: Op) -> str:
+    if op[0] == "free":
+        return f"free({op[1]!r})"
+    tokens = list(op[2])
+    shown = tokens if len(tokens) <= 12 else f"[{', '.join(map(str, tokens[:6]))}, ... {len(tokens)} tokens]"
+    return f"{'allocate' if op[0] == 'allocate' else 'append_tokens'}({op[1]!r}, {shown})"
+
+
+def student_apply(manager: Any, op: Op) -> Any:
+    if op[0] == "allocate":
+        return manager.allocate(op[1], list(op[2]))
+    if op[0] == "append":
+        return manager.append_tokens(op[1], list(op[2]))
+    return manager.free(op[1])
+
+
+def normalise(result: Any) -> Any:
+    """Tuples and lists alike, numpy ints as ints, for comparing answers."""
+    if isinstance(result, (list, tuple)):
+        return [normalise(item) for item in result]
+    if isinstance(result, (int, np.integer)) and not isinstance(result, bool):
+        return int(result)
+    return result
+
+
+def result_cause(op: Op, got: Any, want: Any, ref: RefManager, before: State) -> str:
+    """Why an operation's answer differs, guessed from the two answers."""
+    size = ref.block_size
+    if not ref.enable_caching and op[0] == "allocate" and got is not None and want is not None and got[0] != want[0]:
+        return "with enable_caching=False nothing is hashed or looked up: num_computed is always 0"
+    if want is None and got is not None:
+        return ("there are not enough free blocks: the call must return None and change nothing. Count the hit "
+                "blocks that are in the free queue (ref_cnt 0) as taken: touching them removes them from it")
+    if got is None:
+        return ("enough blocks are free (cached blocks with ref_cnt 0 are free too: they can be evicted), so the "
+                "call must succeed")
+    if op[0] == "allocate" and isinstance(got, list) and len(got) == 2 and isinstance(want, list):
+        g, w = got[0], want[0]
+        n = len(op[2])
+        if g == n:
+            return "a fully cached prompt still recomputes its last block: hits are capped at (len(tokens) - 1) // block_size blocks"
+        if isinstance(g, int) and g < w:
+            return ("a block in the prefix cache with ref_cnt 0 (in the free queue) is still a hit until it is "
+                    "reallocated (lazy eviction); the hit run is the longest leading run of chained hashes found")
+        if isinstance(g, int) and g > w:
+            return "only the longest LEADING run of cached chained hashes counts: stop at the first miss"
+        if g == w:
+            return ("the block ids differ: hits first (the cached blocks), then new blocks popped from the free "
+                    "queue's head in order; touch the hits before popping, so no hit is evicted by its own request")
+    if op[0] == "append":
+        return ("append_tokens returns only the blocks newly allocated for these tokens, popped from the free queue's "
+                "head ([] when the request's last block has room)")
+    return "compare with the rule in the docstring of the method called"
+
+
+def state_problem(step: str, got: State, want: State, before: State) -> str | None:
+    """None when the states agree; else the first difference and its likely cause."""
+    if got.free_queue != want.free_queue:
+        g, w = got.free_queue, want.free_queue
+        if sorted(g) == sorted(w):
+            new = [b for b in w if b not in before.free_queue]
+            cause = ("a finished request's blocks are freed in reverse order (last block first) and appended at the tail"
+                     if new and [b for b in g if b in new] == new[::-1] else
+                     "the free queue keeps eviction order: pop from the head, append freed blocks at the tail, "
+                     "remove a touched block from wherever it is")
+        elif len(g) > len(w):
+            extra = sorted(set(g) - set(w))
+            cause = (f"blocks {extra[:8]} are in use (ref_cnt > 0) but still in the free queue: a hit on a free cached "
+                     "block must take it out of the free queue (touch)") if extra else "a block is in the free queue twice"
+        else:
+            missing = sorted(set(w) - set(g))
+            cause = (f"blocks {missing[:8]} reached ref_cnt 0 but are not in the free queue: every block with "
+                     "ref_cnt 0 goes to the free queue's tail")
+        return (f"after {step} the free queue (head first) is {g[:24]}{' ...' if len(g) > 24 else ''}; expected "
+                f"{w[:24]}{' ...' if len(w) > 24 else ''}. Likely cause: {cause}")
+    for block, (g, w) in enumerate(zip(got.ref_cnts, want.ref_cnts)):
+        if g != w:
+            return (f"after {step} block {block} has ref_cnt {g!r}; expected {w}. Likely cause: each running request "
+                    "holding a block counts once (a hit adds 1, a new block starts at 1, free subtracts 1)")
+    for block, (g, w) in enumerate(zip(got.hashes, want.hashes)):
+        if g != w:
+            if w is None and g is not None:
+                cause = ("a block reallocated from the free queue loses its old hash (eviction), and a full block whose "
+                         "hash is already cached by another block stays unhashed; partial blocks are never hashed"
+                         if before.hashes[block] is not None or g in want.hashes else
+                         "only FULL blocks are hashed, and a block whose hash is already cached stays unhashed")
+            elif g is None:
+                cause = ("a freed block keeps its hash until it is reallocated (lazy eviction)"
+                         if before.hashes[block] is not None else
+                         "every full block gets its chained hash (allocate, and append_tokens when a block fills)")
+            else:
+                cause = "the hash must be lecture 7's chained SHA-256 over the request's tokens, block by block"
+            return f"after {step} block {block} has hash {g!r:.20}; expected {w!r:.20}. Likely cause: {cause}"
+    if (got.queries, got.hits) != (want.queries, want.hits):
+        return (f"after {step} prefix_cache_queries, prefix_cache_hits are {got.queries!r}, {got.hits!r}; expected "
+                f"{want.queries}, {want.hits}. Likely cause: each successful allocate with caching on adds len(tokens) "
+                "queries and num_computed hits; a failed one (None), append_tokens and caching off add nothing")
+    return None
+
+
+def walk_problem(student: Any, manager: Any, ref: RefManager, ops: Sequence[Op], what: str) -> str | None:
+    """Apply `ops` to both managers; None if every answer and state agrees, else the first difference."""
+    before = ref.state()
+    for index, op in enumerate(ops):
+        step = f"step {index} of {what}, {describe_op(op)}"
+        want = normalise(ref.apply(op))
+        try:
+            got = normalise(student_apply(manager, op))
+        except Exception as error:  # a student's exception of any type is a finding
+            cause = (result_cause(op, error, want, ref, before) if want is None else
+                     "compare with the rule in the docstring of the method called")
+            return f"{step} raised {type(error).__name__}: {error}. Likely cause: {cause}"
+        if got != want:
+            return (f"{step} returned {got!r:.300}; expected {want!r:.300}. Likely cause: "
+                    f"{result_cause(op, got, want, ref, before)}")
+        after = ref.state()
+        problem = state_problem(step, student_state(student, manager, ref.num_blocks), after, before)
+        if problem:
+            return problem
+        before = after
+    return None

@@ -1,0 +1,134 @@
+"""Hidden tests of FreeBlockQueue (task free_queue): vLLM's queue walk (order and count after every
+operation), random operations against a plain list, the errors, and a cost that does not grow with
+the queue's length."""
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import numpy as np
+import pytest
+
+# A list-based queue (remove scans) needs minutes for this churn; the reference about 1 s.
+GUARD_BLOCKS, GUARD_OPS, GUARD_SECONDS = 200_000, 3_000, 8.0
+SLOW_CAUSE = ("Likely cause: remove is not O(1): a Python list's remove or index scans the queue; link the blocks "
+              "to each other (prev_free_block / next_free_block) instead")
+
+
+def queue_of(student: Any, n: int) -> tuple[Any, list[Any]]:
+    blocks = [student.block_manager.KVBlock(i) for i in range(n)]
+    return student.block_manager.FreeBlockQueue(blocks), blocks
+
+
+LINKS_CAUSE = ("Likely cause: popleft and remove must clear the block's links (prev_free_block / next_free_block = "
+               "None) so that it can be appended again; append and remove raise ValueError only for a block already "
+               "in, or not in, the queue")
+
+
+def do(step: str, call: Any) -> Any:
+    """call(), or a failure naming the step when the student's queue raises."""
+    try:
+        return call()
+    except Exception as error:  # a student's exception of any type is a finding
+        pytest.fail(f"{step} raised {type(error).__name__}: {error}. {LINKS_CAUSE}", pytrace=False)
+
+
+def order_problem(step: str, queue: Any, expected: list[int]) -> str | None:
+    ids, count = list(queue.block_ids()), queue.num_free_blocks
+    if ids != expected:
+        return (f"after {step} block_ids() is {ids}; expected {expected} (head first). Likely cause: popleft takes the "
+                "head, append adds at the tail, remove unlinks a block wherever it is, relinking its two neighbours")
+    if count != len(expected):
+        return f"after {step} num_free_blocks is {count!r}; the queue holds {len(expected)} blocks"
+    return None
+
+
+@pytest.mark.task("free_queue", points=3)
+def test_vllm_queue_walk(student: Any) -> None:
+    queue, blocks = queue_of(student, 7)
+    model = list(range(7))
+    steps = [("popleft", None), ("remove", 3), ("remove", 6), ("append", 3), ("popleft", None), ("remove", 2),
+             ("append", 0), ("append", 6), ("remove", 0), ("popleft", None), ("append", 1), ("append", 2)]
+    for index, (name, block) in enumerate(steps):
+        if name == "popleft":
+            step = f"step {index}, popleft()"
+            got = do(step, queue.popleft).block_id
+            want = model.pop(0)
+            assert got == want, f"step {index}: popleft() returned block {got}; expected the head, block {want}"
+        else:
+            step = f"step {index}, {name}(block {block})"
+            do(step, lambda: getattr(queue, name)(blocks[block]))
+            model.remove(block) if name == "remove" else model.append(block)
+        problem = order_problem(step, queue, model)
+        assert problem is None, problem
+
+
+@pytest.mark.task("free_queue", points=2)
+@pytest.mark.parametrize("seed", [1, 2])
+def test_random_operations(student: Any, seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    n = 12
+    queue, blocks = queue_of(student, n)
+    model = list(range(n))
+    for index in range(60):
+        outside = sorted(set(range(n)) - set(model))
+        choice = rng.integers(3)
+        if choice == 0 and model:
+            step = f"random step {index}, popleft()"
+            got = do(step, queue.popleft).block_id
+            want = model.pop(0)
+            assert got == want, f"random step {index}: popleft() returned block {got}; expected the head, block {want}"
+        elif choice == 1 and model:
+            block = int(rng.choice(model))
+            step = f"random step {index}, remove(block {block}) from position {model.index(block)}"
+            do(step, lambda: queue.remove(blocks[block]))
+            model.remove(block)
+        elif outside:
+            block = int(rng.choice(outside))
+            step = f"random step {index}, append(block {block}), a block removed earlier"
+            do(step, lambda: queue.append(blocks[block]))
+            model.append(block)
+        else:
+            continue
+        problem = order_problem(step, queue, model)
+        assert problem is None, problem
+
+
+def raises_value_error(call: Any) -> tuple[bool, str]:
+    try:
+        result = call()
+    except ValueError:
+        return True, ""
+    except Exception as error:  # a student's exception of any type is a finding
+        return False, f"it raised {type(error).__name__}: {error}"
+    return False, f"it returned {result!r}"
+
+
+@pytest.mark.task("free_queue", points=2)
+def test_errors(student: Any) -> None:
+    queue, blocks = queue_of(student, 3)
+    queue.remove(blocks[1])
+    ok, happened = raises_value_error(lambda: queue.remove(blocks[1]))
+    assert ok, f"remove of a block that is not in the queue (block 1, removed already) should raise ValueError; {happened}"
+    ok, happened = raises_value_error(lambda: queue.append(blocks[2]))
+    assert ok, f"append of a block already in the queue (block 2) should raise ValueError; {happened}"
+    queue.popleft()
+    queue.popleft()
+    ok, happened = raises_value_error(queue.popleft)
+    assert ok, f"popleft() on an empty queue should raise ValueError; {happened}"
+    problem = order_problem("emptying the queue", queue, [])
+    assert problem is None, problem
+
+
+@pytest.mark.task("free_queue", points=3)
+def test_cost_does_not_grow_with_the_queue(student: Any) -> None:
+    what = f"{GUARD_OPS:,} remove + append pairs on a queue of {GUARD_BLOCKS:,} blocks"
+    start = time.perf_counter()
+    try:
+        ids = student.call("kvlab.serving.drills:churn_free_queue", student.block_manager.FreeBlockQueue,
+                           student.block_manager.KVBlock, GUARD_BLOCKS, GUARD_OPS, 3)
+    except Exception as error:  # the grader's per-call timeout ends a slow call with an error
+        pytest.fail(f"{what} did not finish ({type(error).__name__}: {error}). {SLOW_CAUSE}", pytrace=False)
+    elapsed = time.perf_counter() - start
+    assert elapsed <= GUARD_SECONDS, f"{what} took {elapsed:.1f} s (limit {GUARD_SECONDS:g} s). {SLOW_CAUSE}"
+    assert sorted(ids) == list(range(GUARD_BLOCKS)), "after the churn the queue should still hold every block once"

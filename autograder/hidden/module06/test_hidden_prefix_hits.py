@@ -1,0 +1,120 @@
+"""Hidden tests of block_hashes and BlockManager.allocate (task prefix_hits): vLLM-style walks that
+compare, after every step, the answer, the free queue's order, every ref_cnt and hash, and the
+counters with the reference; a fully cached prompt; admission that does not fit; caching off."""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+
+from _manager_checks import RefManager, chained_hashes, walk_problem
+
+BS = 4
+
+
+def tokens(seed: int, n: int, low: int = 0) -> list[int]:
+    return [int(t) for t in np.random.default_rng(seed).integers(low, low + 50_000, size=n)]
+
+
+COMMON = tokens(1, 3 * BS)
+
+
+def run_walk(student: Any, n_blocks: int, ops: list[tuple], what: str, caching: bool = True) -> None:
+    manager = student.block_manager.BlockManager(n_blocks, BS, caching)
+    problem = walk_problem(student, manager, RefManager(n_blocks, BS, caching), ops, what)
+    assert problem is None, problem
+
+
+@pytest.mark.task("prefix_hits", points=3)
+def test_shared_prefix_walk(student: Any) -> None:
+    ops = [("allocate", "a", COMMON + tokens(2, 3)), ("allocate", "b", COMMON + tokens(3, 5)),
+           ("free", "a"), ("allocate", "c", COMMON[:2 * BS] + tokens(4, 6)), ("free", "b"), ("free", "c")]
+    run_walk(student, 12, ops, "two requests sharing a 3-block prefix, then a third sharing 2 blocks of it")
+
+
+@pytest.mark.task("prefix_hits", points=3)
+def test_hits_on_freed_cached_blocks(student: Any) -> None:
+    ops = [("allocate", "a", COMMON + tokens(5, 2)), ("free", "a"), ("allocate", "b", COMMON + tokens(6, 7)),
+           ("allocate", "c", COMMON[:BS] + tokens(7, 1)), ("free", "b"), ("free", "c"),
+           ("allocate", "d", COMMON + tokens(5, 2))]
+    run_walk(student, 10, ops, "requests hitting blocks whose first user has finished (ref_cnt 0, still cached)")
+
+
+@pytest.mark.task("prefix_hits", points=2)
+def test_fully_cached_prompt_recomputes_its_last_block(student: Any) -> None:
+    ops = [("allocate", "a", COMMON), ("allocate", "b", COMMON), ("free", "a"), ("free", "b"),
+           ("allocate", "c", COMMON), ("allocate", "d", COMMON[:BS + 1])]
+    run_walk(student, 8, ops, "the same 3-block prompt three times")
+
+
+@pytest.mark.task("prefix_hits", points=2)
+def test_admission_that_does_not_fit_changes_nothing(student: Any) -> None:
+    ops = [("allocate", "a", COMMON[:2 * BS]), ("free", "a"), ("allocate", "big", COMMON[:2 * BS] + tokens(8, 9)),
+           ("allocate", "fits", COMMON[:2 * BS] + tokens(8, 4)), ("allocate", "none", tokens(9, 5)),
+           ("free", "fits"), ("allocate", "now", tokens(9, 5))]
+    run_walk(student, 4, ops, "a 4-block pool where free cached hits count against the free blocks")
+
+
+@pytest.mark.task("prefix_hits", points=2)
+def test_caching_off(student: Any) -> None:
+    ops = [("allocate", "a", COMMON + tokens(2, 3)), ("allocate", "b", COMMON + tokens(3, 5)), ("free", "a"),
+           ("free", "b"), ("allocate", "c", COMMON + tokens(2, 3))]
+    run_walk(student, 12, ops, "the shared-prefix walk with enable_caching=False", caching=False)
+
+
+@pytest.mark.task("prefix_hits", points=3)
+@pytest.mark.parametrize("seed", [11, 12])
+def test_random_walk(student: Any, seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    prefixes = [tokens(seed * 10 + i, int(rng.integers(1, 4)) * BS + int(rng.integers(0, 3))) for i in range(3)]
+    ops: list[tuple] = []
+    live: list[str] = []
+    for index in range(40):
+        if live and (rng.random() < 0.45 or len(live) > 3):
+            ops.append(("free", live.pop(int(rng.integers(len(live))))))
+        else:
+            prompt = prefixes[int(rng.integers(3))] + tokens(seed * 100 + index, int(rng.integers(0, 2 * BS)))
+            ops.append(("allocate", f"r{index}", prompt))
+            live.append(f"r{index}")
+    ref = RefManager(16, BS)
+    # Requests that got None were never admitted: drop their frees from the walk.
+    kept, admitted = [], set()
+    for op in ops:
+        if op[0] == "allocate":
+            if ref.apply(op) is not None:
+                admitted.add(op[1])
+            kept.append(op)
+        elif op[1] in admitted:
+            ref.apply(op)
+            kept.append(op)
+    run_walk(student, 16, kept, f"a random walk of 3 shared prefixes on 16 blocks (seed {seed})")
+
+
+@pytest.mark.task("prefix_hits", points=2)
+def test_block_hashes_are_lecture_7s_chain(student: Any) -> None:
+    prompt = tokens(20, 3 * BS + 2)
+    for form in (prompt, tuple(prompt), np.asarray(prompt, dtype=np.int32), np.asarray(prompt, dtype=np.int64)):
+        got = list(student.block_manager.block_hashes(form, BS))
+        want = chained_hashes(prompt, BS)
+        assert got == want, (
+            f"block_hashes of a {len(prompt)}-token prompt ({type(form).__name__}) at block size {BS} gave {len(got)} "
+            f"digests differing from lecture 7's chain: one SHA-256 hex digest per FULL block, digest i covering "
+            "the parent and blocks 0 .. i, the tokens as little-endian int64 values")
+    head = chained_hashes(prompt[:BS], BS)[-1]
+    got = list(student.block_manager.block_hashes(prompt[BS:], BS, parent=head))
+    assert got == chained_hashes(prompt, BS)[1:], "block_hashes(b, n, parent=last digest of a) must continue the chain of a"
+
+
+@pytest.mark.task("prefix_hits", points=1)
+def test_duplicate_request_and_empty_prompt(student: Any) -> None:
+    manager = student.block_manager.BlockManager(4, BS)
+    manager.allocate("a", [1, 2, 3])
+    for args, why in ((("a", [4]), "a request id that already holds blocks"), (("b", []), "an empty prompt")):
+        try:
+            result = manager.allocate(*args)
+        except ValueError:
+            continue
+        except Exception as error:  # a student's exception of any type is a finding
+            pytest.fail(f"allocate with {why} should raise ValueError; it raised {type(error).__name__}: {error}")
+        pytest.fail(f"allocate with {why} should raise ValueError; it returned {result!r}")
