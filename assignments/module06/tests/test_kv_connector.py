@@ -1,0 +1,159 @@
+"""Public tests of kv_connector.py (task kv_connector). Run: make test TASK=kv_connector.
+
+Keys: one per full chunk, fingerprint + ":" + a chained SHA-256 digest, the same for any integer type and
+in every process. Chunks: exact round trips; damaged, truncated, foreign or pickled data reads as None.
+Connector: lookup = the longest run of stored chunks from the start, in tokens; load and store through
+a kvlab.kvstore.MemoryStore, with the counters hits, misses, bytes_loaded, bytes_stored, chunks_stored.
+"""
+from __future__ import annotations
+
+import pickle
+import re
+from typing import Any
+
+import numpy as np
+import pytest
+
+FINGERPRINT = "public-model/s0/float64/L2x2xTx2x4"
+
+
+def kv_array(n_tokens: int, dtype: Any = np.float64, seed: int = 0) -> np.ndarray:
+    """KV of n_tokens tokens, [L=2, 2, n_tokens, Hkv=2, d=4]."""
+    return np.random.default_rng(seed).standard_normal((2, 2, n_tokens, 2, 4)).astype(dtype)
+
+
+def tokens_of(n: int, seed: int) -> list[int]:
+    return [int(t) for t in np.random.default_rng(seed).integers(0, 30_000, size=n)]
+
+
+def counters(connector: Any) -> dict[str, int]:
+    return {name: getattr(connector, name) for name in ("hits", "misses", "bytes_loaded", "bytes_stored", "chunks_stored")}
+
+
+@pytest.mark.task("kv_connector", points=1)
+def test_chunk_keys(student: Any) -> None:
+    chunk_keys = student.kv_connector.chunk_keys
+    tokens = tokens_of(14, 1)
+    keys = chunk_keys(tokens, 4, FINGERPRINT)
+    assert isinstance(keys, list) and len(keys) == 3, (
+        f"14 tokens in chunks of 4 make 3 full chunks (the last 2 tokens get no key: only full chunks are "
+        f"stored); got {keys!r}"
+    )
+    for key in keys:
+        assert isinstance(key, str) and re.fullmatch(re.escape(FINGERPRINT) + ":[0-9a-f]{64}", key), (
+            f"each key should be the fingerprint, ':' and 64 lowercase hex characters (a SHA-256 digest); got {key!r}"
+        )
+    changed = chunk_keys([tokens[0] + 1] + tokens[1:], 4, FINGERPRINT)
+    assert all(a != b for a, b in zip(keys, changed)), (
+        "changing a token of chunk 0 must change every key: the keys are chained (key i covers chunks 0 .. i)"
+    )
+    assert len(set(chunk_keys(tokens[:4] * 2, 4, FINGERPRINT))) == 2, (
+        "two identical chunks in a row gave equal keys: the keys are not chained"
+    )
+    assert chunk_keys(np.array(tokens, dtype=np.int32), 4, FINGERPRINT) == keys, (
+        "an int32 array of the same values must give the same keys as a list: the bytes hashed must not depend "
+        "on the integer dtype"
+    )
+    assert not set(chunk_keys(tokens, 4, FINGERPRINT + "-other")) & set(keys), (
+        "another fingerprint must change every key: the fingerprint must be in every key"
+    )
+
+
+@pytest.mark.task("kv_connector", points=1)
+def test_same_keys_in_a_fresh_process(student: Any) -> None:
+    tokens = tokens_of(20, 2)
+    here = student.kv_connector.chunk_keys(tokens, 4, FINGERPRINT)
+    there = student.fresh_call("kv_connector", "chunk_keys", tokens, 4, FINGERPRINT)
+    assert list(there) == list(here), (
+        "chunk_keys gives different keys in a fresh process (another PYTHONHASHSEED). Likely cause: Python's "
+        "hash() is salted per process: hash bytes with hashlib.sha256 only"
+    )
+
+
+@pytest.mark.task("kv_connector", points=1)
+def test_round_trip_and_misses(student: Any) -> None:
+    serialize, deserialize = student.kv_connector.serialize_chunk, student.kv_connector.deserialize_chunk
+    for dtype in ("float32", "float64"):
+        kv = kv_array(6, dtype, seed=3)[:, :, 1::2]  # a strided view: not contiguous
+        got = deserialize(serialize(kv, FINGERPRINT), FINGERPRINT)
+        assert isinstance(got, np.ndarray) and got.dtype == kv.dtype and got.shape == kv.shape, (
+            f"a {dtype} chunk {kv.shape} came back as {type(got).__name__} "
+            f"{getattr(got, 'dtype', '')} {getattr(got, 'shape', '')}; expected the same dtype and shape"
+        )
+        assert np.array_equal(got, kv), f"a {dtype} chunk came back with other values: a round trip must be exact"
+    data = serialize(kv_array(4, np.float32, seed=4), FINGERPRINT)
+    damaged = {f"byte {i} changed": data[:i] + bytes([data[i] ^ 1]) + data[i + 1:] for i in range(len(data))}
+    damaged.update({f"truncated to {n} bytes": data[:n] for n in range(0, len(data), 7)})
+    damaged["with a byte appended"] = data + b"\x00"
+    damaged["a pickled ndarray"] = pickle.dumps(kv_array(4, np.float32, seed=4))
+    for label, value in damaged.items():
+        try:
+            got = deserialize(value, FINGERPRINT)
+        except Exception as error:
+            pytest.fail(f"deserialize_chunk of a chunk {label} raised {type(error).__name__}: {error}; expected "
+                        "None (a miss): damaged or foreign data must never raise", pytrace=False)
+        assert got is None, (
+            f"deserialize_chunk of a chunk {label} returned {type(got).__name__}; expected None (a miss). Likely "
+            "cause: no checksum over the whole chunk, lengths not checked, or the data was unpickled"
+        )
+    for other in ("another-model", FINGERPRINT + "x"):
+        assert deserialize(data, other) is None, (
+            f"a chunk written for {FINGERPRINT!r} read for {other!r} should be None: compare the fingerprints whole"
+        )
+    assert b"numpy" not in data, "serialize_chunk's bytes name numpy's classes: no pickle, write raw array bytes"
+
+
+@pytest.mark.task("kv_connector", points=1)
+def test_lookup_is_the_longest_run_from_the_start(student: Any) -> None:
+    store = student.call("kvlab.kvstore:MemoryStore")
+    connector = student.kv_connector.KVConnector(store, FINGERPRINT, 4)
+    tokens = tokens_of(18, 5)
+    connector.store(tokens, kv_array(18, seed=5))
+    for label, prompt, want in (("the stored prompt", tokens, 16), ("a longer prompt", tokens + [1, 2, 3, 4, 5], 16),
+                                ("a prompt that differs in chunk 2", tokens[:9] + [tokens[9] + 1] + tokens[10:], 8)):
+        got = connector.lookup(prompt)
+        assert got == want, (
+            f"lookup of {label} returned {got!r}; expected {want} tokens (chunk_size x the leading stored chunks)"
+        )
+    keys = student.kv_connector.chunk_keys(tokens, 4, FINGERPRINT)
+    store.delete(keys[1])
+    got = connector.lookup(tokens)
+    assert got == 4, (
+        f"lookup after chunk 1 of 4 was evicted returned {got!r}; expected 4 tokens: a missing middle chunk "
+        "must end the run"
+    )
+
+
+@pytest.mark.task("kv_connector", points=1)
+def test_store_and_load_across_connectors(student: Any) -> None:
+    store = student.call("kvlab.kvstore:MemoryStore")
+    first = student.kv_connector.KVConnector(store, FINGERPRINT, 4)
+    tokens = tokens_of(13, 6)
+    kv = kv_array(13, seed=6)
+    assert first.store(tokens, kv) == 3, "storing 13 tokens in chunks of 4 into an empty store should store 3 chunks"
+    keys = student.kv_connector.chunk_keys(tokens, 4, FINGERPRINT)
+    sizes = [len(store.get(key)) for key in keys]
+    stats = counters(first)
+    assert stats["chunks_stored"] == 3 and stats["bytes_stored"] == sum(sizes), (
+        f"after storing 3 chunks of {sizes} bytes: {stats}; chunks_stored and bytes_stored count the values sent"
+    )
+    second = student.kv_connector.KVConnector(store, FINGERPRINT, 4)
+    n = second.lookup(tokens + [7])
+    loaded = second.load(tokens, n)
+    assert isinstance(loaded, np.ndarray) and loaded.shape == (2, 2, 12, 2, 4) and np.array_equal(loaded, kv[:, :, :12]), (
+        "a second connector on the same store should load exactly the KV the first stored, [L, 2, 12, Hkv, d]"
+    )
+    stats = counters(second)
+    assert stats["hits"] == 3 and stats["misses"] == 0 and stats["bytes_loaded"] == sum(sizes), (
+        f"after lookup and load of 3 stored chunks: {stats}; expected hits 3 (chunks), misses 0, "
+        f"bytes_loaded {sum(sizes)} (the len() of the values received)"
+    )
+    sets = store.commands.get("set", 0)
+    assert second.store(tokens + tokens_of(4, 7), kv_array(17, seed=7)) == 1 and store.commands["set"] == sets + 1, (
+        "storing a prompt whose first 3 chunks are stored should send only the 4th: chunks already in the "
+        "store are not sent again"
+    )
+    store.delete(keys[2])
+    assert second.load(tokens, 12) is None, "load when a chunk was evicted after lookup should return None (a miss)"
+    with pytest.raises(ValueError):
+        second.load(tokens, 6)  # not a multiple of chunk_size
