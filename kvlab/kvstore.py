@@ -58,8 +58,8 @@ class MemoryStore:
     Keys and values are stored as bytes (str, int and float are encoded as redis-py encodes them);
     `get` returns bytes or None. `maxmemory_bytes` (None: unbounded) bounds the sum of
     len(key) + len(value) over the stored keys: after each `set`, the least recently used keys are
-    evicted until the total fits again (a value larger than the whole bound is therefore evicted at
-    once). `get`, `mget` and `set` count as a use; `exists` does not (as in Redis). Thread-safe.
+    evicted until the total fits again; a value larger than the whole bound is dropped at once
+    (counted as evicted) without evicting anything else. `get`, `mget` and `set` count as a use; `exists` does not (as in Redis). Thread-safe.
     Counters: `used_memory` (bytes held now), `evicted_keys` (keys evicted so far), `commands`
     (calls so far per method name, e.g. {"get": 3, "set": 2}: what a client would send to Redis).
     """
@@ -98,6 +98,9 @@ class MemoryStore:
         key, value = encode(key), encode(value)
         with self._lock:
             self._remove(key)
+            if self.maxmemory_bytes is not None and len(key) + len(value) > self.maxmemory_bytes:
+                self.evicted_keys += 1  # could never fit: dropped at once, nothing else evicted for it
+                return True
             self._data[key] = value
             self.used_memory += len(key) + len(value)
             while self.maxmemory_bytes is not None and self.used_memory > self.maxmemory_bytes:
