@@ -14,7 +14,7 @@ JOBS ?= 2
 
 all: venv starter release autograder grade-reference
 
-$(VENV)/.installed: requirements/student.txt requirements/grader.txt requirements/instructor.txt
+$(VENV)/.installed: $(wildcard requirements/*.txt)
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet -r requirements/instructor.txt
 	touch $@
