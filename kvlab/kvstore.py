@@ -59,7 +59,8 @@ class MemoryStore:
     `get` returns bytes or None. `maxmemory_bytes` (None: unbounded) bounds the sum of
     len(key) + len(value) over the stored keys: after each `set`, the least recently used keys are
     evicted until the total fits again; a value larger than the whole bound is dropped at once
-    (counted as evicted) without evicting anything else. `get`, `mget` and `set` count as a use; `exists` does not (as in Redis). Thread-safe.
+    (counted as evicted) without evicting anything else. `get`, `mget` and `set` count as a use;
+    `exists` does not (as in Redis). Thread-safe.
     Counters: `used_memory` (bytes held now), `evicted_keys` (keys evicted so far), `commands`
     (calls so far per method name, e.g. {"get": 3, "set": 2}: what a client would send to Redis).
     """

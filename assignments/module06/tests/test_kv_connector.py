@@ -54,6 +54,9 @@ def test_chunk_keys(student: Any) -> None:
         "an int32 array of the same values must give the same keys as a list: the bytes hashed must not depend "
         "on the integer dtype"
     )
+    assert chunk_keys(tokens + [5, 6, 7], 4, FINGERPRINT)[:3] == keys, (
+        "appending tokens must not change the keys of the first chunks: key i depends on tokens 0 .. (i+1)*chunk_size-1 only"
+    )
     assert not set(chunk_keys(tokens, 4, FINGERPRINT + "-other")) & set(keys), (
         "another fingerprint must change every key: the fingerprint must be in every key"
     )
@@ -75,12 +78,16 @@ def test_round_trip_and_misses(student: Any) -> None:
     serialize, deserialize = student.kv_connector.serialize_chunk, student.kv_connector.deserialize_chunk
     for dtype in ("float32", "float64"):
         kv = kv_array(6, dtype, seed=3)[:, :, 1::2]  # a strided view: not contiguous
+        kv[0, 0, 0] = [[np.nan, -0.0, np.inf, -np.inf]] * 2
         got = deserialize(serialize(kv, FINGERPRINT), FINGERPRINT)
         assert isinstance(got, np.ndarray) and got.dtype == kv.dtype and got.shape == kv.shape, (
             f"a {dtype} chunk {kv.shape} came back as {type(got).__name__} "
             f"{getattr(got, 'dtype', '')} {getattr(got, 'shape', '')}; expected the same dtype and shape"
         )
-        assert np.array_equal(got, kv), f"a {dtype} chunk came back with other values: a round trip must be exact"
+        assert got.tobytes() == kv.tobytes(), (
+            f"a {dtype} chunk came back with other values (nan, -0.0 and inf included): a round trip must be exact, "
+            "bit for bit. Likely cause: the payload is written in another element order than it is read"
+        )
     data = serialize(kv_array(4, np.float32, seed=4), FINGERPRINT)
     damaged = {f"byte {i} changed": data[:i] + bytes([data[i] ^ 1]) + data[i + 1:] for i in range(len(data))}
     damaged.update({f"truncated to {n} bytes": data[:n] for n in range(0, len(data), 7)})
@@ -96,7 +103,7 @@ def test_round_trip_and_misses(student: Any) -> None:
             f"deserialize_chunk of a chunk {label} returned {type(got).__name__}; expected None (a miss). Likely "
             "cause: no checksum over the whole chunk, lengths not checked, or the data was unpickled"
         )
-    for other in ("another-model", FINGERPRINT + "x"):
+    for other in ("another-model", FINGERPRINT + "x", FINGERPRINT[:-1]):
         assert deserialize(data, other) is None, (
             f"a chunk written for {FINGERPRINT!r} read for {other!r} should be None: compare the fingerprints whole"
         )
@@ -110,7 +117,8 @@ def test_lookup_is_the_longest_run_from_the_start(student: Any) -> None:
     tokens = tokens_of(18, 5)
     connector.store(tokens, kv_array(18, seed=5))
     for label, prompt, want in (("the stored prompt", tokens, 16), ("a longer prompt", tokens + [1, 2, 3, 4, 5], 16),
-                                ("a prompt that differs in chunk 2", tokens[:9] + [tokens[9] + 1] + tokens[10:], 8)):
+                                ("a prompt that differs in chunk 2", tokens[:9] + [tokens[9] + 1] + tokens[10:], 8),
+                                ("a prompt shorter than one chunk", tokens[:3], 0)):
         got = connector.lookup(prompt)
         assert got == want, (
             f"lookup of {label} returned {got!r}; expected {want} tokens (chunk_size x the leading stored chunks)"
@@ -153,7 +161,23 @@ def test_store_and_load_across_connectors(student: Any) -> None:
         "storing a prompt whose first 3 chunks are stored should send only the 4th: chunks already in the "
         "store are not sent again"
     )
-    store.delete(keys[2])
-    assert second.load(tokens, 12) is None, "load when a chunk was evicted after lookup should return None (a miss)"
+    third = student.kv_connector.KVConnector(store, FINGERPRINT, 4)
+    assert third.lookup(tokens_of(12, 8)) == 0 and third.misses == 3, (
+        f"a lookup finding none of 3 full chunks should add 3 to misses; misses is {third.misses}"
+    )
+    original = store.get(keys[2])
+    half_chunk = student.kv_connector.serialize_chunk(kv[:, :, :2], FINGERPRINT)
+    for label, value in (("was damaged", original[:-1] + bytes([original[-1] ^ 1])), ("holds half a chunk", half_chunk),
+                         ("was evicted", None)):
+        if value is None:
+            store.delete(keys[2])
+        else:
+            store.set(keys[2], value)
+        assert second.load(tokens, 12) is None and second.hits == 3, (
+            f"load when chunk 2 {label} after lookup should return None (a miss) and leave hits alone"
+        )
+    for n in (0, 6, 16):  # not a positive multiple of chunk_size within the full chunks of the 13 tokens
+        with pytest.raises(ValueError):
+            second.load(tokens, n)
     with pytest.raises(ValueError):
-        second.load(tokens, 6)  # not a multiple of chunk_size
+        second.store(tokens, kv[:, :, :8])  # KV of 8 tokens for 3 full chunks
