@@ -79,6 +79,17 @@ MUTANTS = [
         TASKS, "element order",
     ),
     Mutant(
+        "payload_pickled", FILE,
+        (("import hashlib\n", "import hashlib\nimport pickle\n"),
+         ("payload = np.ascontiguousarray(kv, dtype=dtype).tobytes()",
+          "payload = pickle.dumps(np.ascontiguousarray(kv, dtype=dtype))"),
+         ("    if int(np.prod(shape, dtype=object)) * dtype.itemsize != payload_length:\n        return None\n", ""),
+         ("return np.frombuffer(body, dtype=dtype, offset=shape_end + name_length).reshape(shape).copy()",
+          "return pickle.loads(body[shape_end + name_length:])")),
+        "the payload is a pickle inside a checked header: reading it runs whatever code the bytes name",
+        TASKS, "look like a pickle",
+    ),
+    Mutant(
         "lookup_skips_missing_chunks", FILE,
         ((RUN_LOOP, "            if self.backend.exists(key):\n                run += 1\n"),),
         "lookup counts every stored chunk instead of the run from the start: a missing middle chunk is skipped",

@@ -138,7 +138,8 @@ def test_foreign_chunks_are_misses(student: Any) -> None:
                            "Likely cause: the data was unpickled: pickle runs code named by the data, and a shared "
                            "store is written by other processes. Read only your own header and raw bytes")
     assert problem is None, problem
-    assert b"numpy" not in data and not data.startswith(b"\x80"), (
+    looks_pickled = data[:1] == b"\x80" and data[1:2] in (b"\x02", b"\x03", b"\x04", b"\x05")
+    assert b"numpy" not in data and not looks_pickled, (
         "serialize_chunk's bytes look like a pickle (they name numpy's classes); expected a header and raw "
         "array bytes (ndarray.tobytes()), which cannot run code when read"
     )
