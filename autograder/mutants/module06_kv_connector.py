@@ -122,6 +122,19 @@ MUTANTS = [
         TASKS, "wrong shape must be refused",
     ),
     Mutant(
+        "load_requires_multiple_of_chunk", FILE,
+        (("not 1 <= n <= len(keys) * self.chunk_size:", "n % self.chunk_size or not 1 <= n <= len(keys) * self.chunk_size:"),),
+        "load refuses an n that is not a multiple of chunk_size, which an engine asks for when the whole prompt is "
+        "stored (it recomputes the last token)",
+        TASKS, "need not be a multiple of chunk_size",
+    ),
+    Mutant(
+        "load_floors_chunks", FILE,
+        (("values = self.backend.mget(keys[:-(-n // self.chunk_size)])", "values = self.backend.mget(keys[:n // self.chunk_size])"),),
+        "load reads n // chunk_size chunks, one short when n is not a multiple of chunk_size",
+        TASKS, "ceil(n / chunk_size)",
+    ),
+    Mutant(
         "hits_count_tokens", FILE, (("        self.hits += len(chunks)\n", "        self.hits += n\n"),),
         "hits counts tokens loaded instead of chunks",
         TASKS, "connector.hits",

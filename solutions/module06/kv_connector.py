@@ -194,21 +194,22 @@ class KVConnector:
     def load(self, tokens: Any, n: int) -> np.ndarray | None:
         """The KV of tokens 0 .. n-1, [L, 2, n, Hkv, d], read from the store in one `mget`, or None.
 
-        n: a positive multiple of chunk_size, at most len(tokens) // chunk_size * chunk_size
-        (ValueError otherwise); normally what `lookup` returned. The chunks are concatenated along
-        axis 2, in the dtype they were stored in. Returns None, loading nothing, when any of the
-        n // chunk_size chunks is missing (evicted since `lookup`), fails deserialize_chunk, or is not
-        [L, 2, chunk_size, Hkv, d] with the same L, Hkv, d and dtype as chunk 0: the engine then computes
-        those tokens instead. Adds n // chunk_size to `hits` on success only; adds the bytes received
-        to `bytes_loaded` in both cases.
+        n: an int, 1 <= n <= len(tokens) // chunk_size * chunk_size (ValueError otherwise); normally
+        what `lookup` returned, or one less when that is the whole prompt (an engine always computes
+        the prompt's last token, for its logits). Loads the ceil(n / chunk_size) chunks that cover
+        tokens 0 .. n-1, concatenates them along axis 2 in the dtype they were stored in, and returns
+        the first n positions. Returns None, loading nothing, when any of those chunks is missing
+        (evicted since `lookup`), fails deserialize_chunk, or is not [L, 2, chunk_size, Hkv, d] with
+        the same L, Hkv, d and dtype as the first: the engine then computes those tokens instead.
+        Adds the number of chunks read to `hits` on success only; adds the bytes received to
+        `bytes_loaded` in both cases.
         """
         # BEGIN SOLUTION
         keys = chunk_keys(tokens, self.chunk_size, self.fingerprint)
-        if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1 or n % self.chunk_size \
-                or n > len(keys) * self.chunk_size:
-            raise ValueError(f"n must be a positive multiple of {self.chunk_size} and at most "
-                             f"{len(keys) * self.chunk_size} (the full chunks of the tokens); got {n!r}")
-        values = self.backend.mget(keys[:n // self.chunk_size])
+        if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or not 1 <= n <= len(keys) * self.chunk_size:
+            raise ValueError(f"n must be an int from 1 to {len(keys) * self.chunk_size} (the full chunks of the "
+                             f"tokens); got {n!r}")
+        values = self.backend.mget(keys[:-(-n // self.chunk_size)])
         self.bytes_loaded += sum(len(value) for value in values if value is not None)
         chunks = []
         for value in values:
@@ -219,7 +220,7 @@ class KVConnector:
                 return None
             chunks.append(chunk)
         self.hits += len(chunks)
-        return np.concatenate(chunks, axis=2)
+        return np.concatenate(chunks, axis=2)[:, :, :n]
         # END SOLUTION
 
     def store(self, tokens: Any, kv: np.ndarray) -> int:

@@ -122,13 +122,15 @@ class KVConnector:
     def load(self, tokens: Any, n: int) -> np.ndarray | None:
         """The KV of tokens 0 .. n-1, [L, 2, n, Hkv, d], read from the store in one `mget`, or None.
 
-        n: a positive multiple of chunk_size, at most len(tokens) // chunk_size * chunk_size
-        (ValueError otherwise); normally what `lookup` returned. The chunks are concatenated along
-        axis 2, in the dtype they were stored in. Returns None, loading nothing, when any of the
-        n // chunk_size chunks is missing (evicted since `lookup`), fails deserialize_chunk, or is not
-        [L, 2, chunk_size, Hkv, d] with the same L, Hkv, d and dtype as chunk 0: the engine then computes
-        those tokens instead. Adds n // chunk_size to `hits` on success only; adds the bytes received
-        to `bytes_loaded` in both cases.
+        n: an int, 1 <= n <= len(tokens) // chunk_size * chunk_size (ValueError otherwise); normally
+        what `lookup` returned, or one less when that is the whole prompt (an engine always computes
+        the prompt's last token, for its logits). Loads the ceil(n / chunk_size) chunks that cover
+        tokens 0 .. n-1, concatenates them along axis 2 in the dtype they were stored in, and returns
+        the first n positions. Returns None, loading nothing, when any of those chunks is missing
+        (evicted since `lookup`), fails deserialize_chunk, or is not [L, 2, chunk_size, Hkv, d] with
+        the same L, Hkv, d and dtype as the first: the engine then computes those tokens instead.
+        Adds the number of chunks read to `hits` on success only; adds the bytes received to
+        `bytes_loaded` in both cases.
         """
         # YOUR CODE HERE
         raise NotImplementedError("KVConnector.load (task kv_connector)")

@@ -183,6 +183,19 @@ def test_store_and_load_across_connectors(student: Any) -> None:
     )
     check_counters("after lookup and load of 3 stored chunks", second,
                    {"hits": 3, "misses": 0, "bytes_loaded": sum(sizes)})
+    # An engine whose whole prompt is stored still computes the last token, so it asks for n - 1.
+    try:
+        partial = second.load(tokens[:12], 11)
+    except ValueError as error:
+        pytest.fail(f"load(<12 tokens>, 11) raised ValueError: {error}. Likely cause: n need not be a multiple of "
+                    "chunk_size: load the chunks that cover the first n tokens and return those n positions",
+                    pytrace=False)
+    assert isinstance(partial, np.ndarray) and partial.shape[2] == 11 and np.array_equal(partial, kv[:, :, :11]), (
+        "load(<12 tokens>, 11) should return the first 11 positions of the 3 stored chunks. Likely cause: n need not "
+        "be a multiple of chunk_size: load must read the ceil(n / chunk_size) chunks that cover n tokens and return "
+        "the first n positions"
+    )
+    check_counters("after load(<12 tokens>, 11)", second, {"hits": 6})
     sets = store.commands.get("set", 0)
     assert stored(second, tokens + tokens_of(4, 7), kv_array(17, seed=7)) == 1 and store.commands["set"] == sets + 1, (
         "storing a prompt whose first 3 chunks are stored should send only the 4th. Likely cause: a chunk already "
@@ -207,8 +220,8 @@ def test_store_and_load_across_connectors(student: Any) -> None:
             f"load when chunk 2 {label} after lookup returned {type(got).__name__}; expected None (a miss). "
             f"Likely cause: {cause}"
         )
-        check_counters(f"after a failed load (chunk 2 {label})", second, {"hits": 3})
-    for n in (0, 6, 16):  # not a positive multiple of chunk_size within the full chunks of the 13 tokens
+        check_counters(f"after a failed load (chunk 2 {label})", second, {"hits": 6})
+    for n in (0, -4, 13):  # n must be from 1 to the 12 tokens of the full chunks
         with pytest.raises(ValueError):
             second.load(tokens, n)
     with pytest.raises(ValueError):

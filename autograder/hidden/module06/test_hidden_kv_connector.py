@@ -11,7 +11,8 @@ import pytest
 
 from _kv_connector_checks import (
     FINGERPRINT, OTHER_FINGERPRINT, array_mismatch, called, checked_keys, counters, counters_problem,
-    damaged_variants, first_difference, kv_array, miss_problem, new_connector, outcome, serialized, tokens_of,
+    damaged_variants, describe_error, first_difference, kv_array, miss_problem, new_connector, outcome, serialized,
+    tokens_of,
 )
 
 
@@ -201,6 +202,20 @@ def test_a_second_engine_loads_what_the_first_stored(student: Any) -> None:
     problem = counters_problem("after lookup and load of 5 stored chunks", counters(second),
                                {"hits": 5, "misses": 0, "bytes_loaded": sum(sizes), "chunks_stored": 0})
     assert problem is None, problem
+    # An engine whose whole prompt is stored still computes the last token, so it asks for n - 1.
+    partial, error = outcome(lambda: second.load(system, n - 1))
+    assert error is None, (
+        f"load(<{n} tokens>, {n - 1}) raised {describe_error(error)}. Likely cause: n need not be a multiple of "
+        "chunk_size: load the chunks that cover the first n tokens and return those n positions"
+    )
+    assert not isinstance(partial, np.ndarray) or partial.shape[2:3] == (n - 1,), (
+        f"load(<{n} tokens>, {n - 1}) returned {partial.shape[2]} positions; expected {n - 1}. Likely cause: load "
+        "must read the ceil(n / chunk_size) chunks that cover n tokens and return the first n positions"
+    )
+    problem = array_mismatch(f"load(<{n} tokens>, {n - 1})", partial, kv[:, :, :n - 1])
+    assert problem is None, problem
+    problem = counters_problem(f"after load(<{n} tokens>, {n - 1})", counters(second), {"hits": 10})
+    assert problem is None, problem
     sets_before = called("store.commands", lambda: store.commands).get("set", 0)
     longer = second_prompt + tokens_of(2 * chunk, 46)
     stored = called("store(longer prompt, kv)", lambda: second.store(longer, kv_array(len(longer), seed=47)))
@@ -261,12 +276,12 @@ def test_misses_and_bad_arguments(student: Any) -> None:
     problem = counters_problem("after a lookup finding 2 of 5 full chunks", counters(connector),
                                {"misses": 3, "hits": 0})
     assert got == 2 * chunk and problem is None, problem or f"lookup returned {got!r}; expected {2 * chunk}"
-    for n in (0, 3, 6 * chunk):
+    for n in (0, -chunk, 5 * chunk + 1):
         result, error = outcome(lambda n=n: connector.load(tokens, n))
         assert isinstance(error, ValueError), (
             f"load(<21 tokens>, {n}) with chunks of {chunk} should raise ValueError; it "
             + (f"raised {type(error).__name__}: {error}" if error else f"returned {type(result).__name__}")
-            + ". n must be a positive multiple of chunk_size within the full chunks of the tokens"
+            + ". n must be from 1 to the tokens of the full chunks (20 here)"
         )
     result, error = outcome(lambda: connector.store(tokens, kv_array(3 * chunk, seed=62)))
     assert isinstance(error, ValueError), (
