@@ -192,7 +192,7 @@ class KVConnector:
         # END SOLUTION
 
     def load(self, tokens: Any, n: int) -> np.ndarray | None:
-        """The KV of tokens 0 .. n-1, [L, 2, n, Hkv, d], read from the store in one `mget`, or None.
+        """The KV of tokens 0 .. n-1, [L, 2, n, Hkv, d], read from the store (one `mget`: one round trip), or None.
 
         n: an int, 1 <= n <= len(tokens) // chunk_size * chunk_size (ValueError otherwise); normally
         what `lookup` returned, or one less when that is the whole prompt (an engine always computes
