@@ -1,0 +1,228 @@
+"""Public tests of kv_connector.py (task kv_connector). Run: make test TASK=kv_connector.
+
+Keys: one per full chunk, fingerprint + ":" + a chained SHA-256 digest, the same for any integer type and
+in every process. Chunks: exact round trips; damaged, truncated, foreign or pickled data reads as None.
+Connector: lookup = the longest run of stored chunks from the start, in tokens; load and store through
+a kvlab.kvstore.MemoryStore, with the counters hits, misses, bytes_loaded, bytes_stored, chunks_stored.
+The hidden tests check the same rules on other inputs.
+"""
+from __future__ import annotations
+
+import pickle
+import re
+from typing import Any
+
+import numpy as np
+import pytest
+
+FINGERPRINT = "public-model/s0/float64/L2x2xTx2x4"
+COUNTS = {
+    "hits": "chunks returned by successful loads (chunks, not tokens; nothing for a failed load)",
+    "misses": "full chunks outside the run lookup found (chunks the engine must compute)",
+    "bytes_loaded": "len() of every value load received from the store",
+    "bytes_stored": "len() of every value store sent to the store (the serialized bytes, header included)",
+    "chunks_stored": "values store sent (chunks already in the store are not sent again)",
+}
+
+
+def kv_array(n_tokens: int, dtype: Any = np.float64, seed: int = 0) -> np.ndarray:
+    """KV of n_tokens tokens, [L=2, 2, n_tokens, Hkv=2, d=4]."""
+    return np.random.default_rng(seed).standard_normal((2, 2, n_tokens, 2, 4)).astype(dtype)
+
+
+def tokens_of(n: int, seed: int) -> list[int]:
+    return [int(t) for t in np.random.default_rng(seed).integers(0, 30_000, size=n)]
+
+
+def check_counters(when: str, connector: Any, expected: dict[str, int]) -> None:
+    for name, value in expected.items():
+        got = getattr(connector, name)
+        assert got == value, f"{when}: connector.{name} is {got!r}; expected {value}. {name} counts {COUNTS[name]}"
+
+
+def stored(connector: Any, tokens: Any, kv: np.ndarray) -> Any:
+    """connector.store(tokens, kv), with the likely cause of a store method hidden by an attribute."""
+    try:
+        return connector.store(tokens, kv)
+    except TypeError as error:
+        if "not callable" not in str(error):
+            raise
+        pytest.fail(f"connector.store(...) raised TypeError: {error}. Likely cause: an instance attribute named "
+                    "store (self.store = store in __init__) hides the method store: keep the store under another name",
+                    pytrace=False)
+
+
+@pytest.mark.task("kv_connector", points=1)
+def test_chunk_keys(student: Any) -> None:
+    chunk_keys = student.kv_connector.chunk_keys
+    tokens = tokens_of(14, 1)
+    keys = chunk_keys(tokens, 4, FINGERPRINT)
+    assert isinstance(keys, list) and len(keys) == 3, (
+        f"chunk_keys of 14 tokens in chunks of 4 returned {keys!r}; expected 3 keys. Likely cause: the trailing "
+        "partial chunk got a key: only full chunks are keyed (and stored)"
+    )
+    for key in keys:
+        assert isinstance(key, str) and re.fullmatch(re.escape(FINGERPRINT) + ":[0-9a-f]{64}", key), (
+            f"key {key!r}: expected the fingerprint, ':' and a lowercase hex SHA-256 digest of 64 characters. "
+            "Likely cause: the key must start with the model fingerprint, so KV of one model is never loaded "
+            "into another"
+        )
+    changed = chunk_keys([tokens[0] + 1] + tokens[1:], 4, FINGERPRINT)
+    assert all(a != b for a, b in zip(keys, changed)), (
+        "changing one token of chunk 0 left some keys unchanged; expected every key to change. Likely cause: the "
+        "keys are not chained: key i must cover key i-1 and chunk i"
+    )
+    assert len(set(chunk_keys(tokens[:4] * 2, 4, FINGERPRINT))) == 2, (
+        "two identical chunks in a row gave equal keys. Likely cause: the keys are not chained"
+    )
+    assert chunk_keys(np.array(tokens, dtype=np.int32), 4, FINGERPRINT) == keys, (
+        "chunk_keys of the same token values as an int32 array differs from the keys of a list. Likely cause: the "
+        "bytes hashed depend on the integer dtype; write every token id in one fixed width and byte order"
+    )
+    assert chunk_keys(tokens + [5, 6, 7], 4, FINGERPRINT)[:3] == keys, (
+        "appending tokens changed the keys of the first chunks: key i depends on tokens 0 .. (i+1)*chunk_size-1 only"
+    )
+    assert not set(chunk_keys(tokens, 4, FINGERPRINT + "-other")) & set(keys), (
+        "two fingerprints gave equal keys; expected every key to differ: the fingerprint must be in every key"
+    )
+
+
+@pytest.mark.task("kv_connector", points=1)
+def test_same_keys_in_a_fresh_process(student: Any) -> None:
+    tokens = tokens_of(20, 2)
+    here = student.kv_connector.chunk_keys(tokens, 4, FINGERPRINT)
+    there = student.fresh_call("kv_connector", "chunk_keys", tokens, 4, FINGERPRINT)
+    assert list(there) == list(here), (
+        "chunk_keys gives different keys in different processes. Likely cause: Python's hash() is salted per "
+        "process (PYTHONHASHSEED): hash bytes with hashlib.sha256 only"
+    )
+
+
+@pytest.mark.task("kv_connector", points=1)
+def test_round_trip_and_misses(student: Any) -> None:
+    serialize, deserialize = student.kv_connector.serialize_chunk, student.kv_connector.deserialize_chunk
+    for dtype in ("float32", "float64"):
+        kv = kv_array(6, dtype, seed=3)[:, :, 1::2]  # a strided view: not contiguous
+        kv[0, 0, 0] = [[np.nan, -0.0, np.inf, -np.inf]] * 2
+        got = deserialize(serialize(kv, FINGERPRINT), FINGERPRINT)
+        assert isinstance(got, np.ndarray), f"the round trip of a {dtype} chunk returned {type(got).__name__}"
+        assert got.dtype == kv.dtype, (
+            f"the round trip has dtype {got.dtype}; expected {kv.dtype}. Likely cause: the dtype is not kept"
+        )
+        assert got.shape == kv.shape, f"the round trip has shape {got.shape}; expected {kv.shape}"
+        assert got.tobytes() == kv.tobytes(), (
+            f"a {dtype} chunk came back with other values (nan, -0.0 and inf included): a round trip must be exact, "
+            "bit for bit. Likely cause: the payload is written in another element order than it is read"
+        )
+    data = serialize(kv_array(4, np.float32, seed=4), FINGERPRINT)
+    damaged = {f"byte {i} changed": data[:i] + bytes([data[i] ^ 1]) + data[i + 1:] for i in range(len(data))}
+    damaged.update({f"truncated to {n} bytes": data[:n] for n in range(0, len(data), 7)})
+    damaged["with a byte appended"] = data + b"\x00"
+    for label, value in damaged.items():
+        try:
+            got = deserialize(value, FINGERPRINT)
+        except Exception as error:
+            pytest.fail(f"deserialize_chunk of a chunk {label} raised {type(error).__name__}: {error}; expected None "
+                        "(a miss): damaged or foreign data must never raise", pytrace=False)
+        assert got is None, (
+            f"deserialize_chunk of a chunk {label} returned {type(got).__name__}; expected None (a miss). Likely "
+            "cause: no checksum over the whole chunk (header and payload), or the lengths are not checked"
+        )
+    for other in ("another-model", FINGERPRINT + "x", FINGERPRINT[:-1]):
+        assert deserialize(data, other) is None, (
+            f"a chunk written for {FINGERPRINT!r} and read for {other!r} is not None. Likely cause: the fingerprint "
+            "in the header must be compared with the reader's; compare the fingerprints whole"
+        )
+    assert deserialize(pickle.dumps(kv_array(4, np.float32, seed=4)), FINGERPRINT) is None, (
+        "deserialize_chunk of a pickled ndarray is not None: never unpickle what a shared store holds"
+    )
+    assert b"numpy" not in data, (
+        "serialize_chunk's bytes look like a pickle (they name numpy's classes); expected a header and raw array bytes"
+    )
+
+
+@pytest.mark.task("kv_connector", points=1)
+def test_lookup_is_the_longest_run_from_the_start(student: Any) -> None:
+    store = student.call("kvlab.kvstore:MemoryStore")
+    connector = student.kv_connector.KVConnector(store, FINGERPRINT, 4)
+    tokens = tokens_of(18, 5)
+    stored(connector, tokens, kv_array(18, seed=5))
+    for label, prompt, want in (("the stored prompt", tokens, 16), ("a longer prompt", tokens + [1, 2, 3, 4, 5], 16),
+                                ("a prompt that differs in chunk 2", tokens[:9] + [tokens[9] + 1] + tokens[10:], 8),
+                                ("a prompt shorter than one chunk", tokens[:3], 0)):
+        got = connector.lookup(prompt)
+        assert got == want, (
+            f"lookup of {label} returned {got!r}; expected {want} tokens (chunk_size x the leading stored chunks)"
+            + (". Likely cause: lookup counts chunks; it returns tokens" if got == want // 4 else "")
+        )
+    keys = student.kv_connector.chunk_keys(tokens, 4, FINGERPRINT)
+    store.delete(keys[1])
+    got = connector.lookup(tokens)
+    assert got == 4, (
+        f"lookup after chunk 1 of 4 was evicted returned {got!r}; expected 4 tokens. Likely cause: a missing middle "
+        "chunk must end the run"
+    )
+
+
+@pytest.mark.task("kv_connector", points=1)
+def test_store_and_load_across_connectors(student: Any) -> None:
+    store = student.call("kvlab.kvstore:MemoryStore")
+    first = student.kv_connector.KVConnector(store, FINGERPRINT, 4)
+    tokens = tokens_of(13, 6)
+    kv = kv_array(13, seed=6)
+    assert stored(first, tokens, kv) == 3, "storing 13 tokens in chunks of 4 into an empty store should store 3 chunks"
+    keys = student.kv_connector.chunk_keys(tokens, 4, FINGERPRINT)
+    sizes = [len(store.get(key)) for key in keys]
+    check_counters("after storing 3 chunks", first, {"chunks_stored": 3, "bytes_stored": sum(sizes)})
+    second = student.kv_connector.KVConnector(store, FINGERPRINT, 4)
+    n = second.lookup(tokens + [7])
+    loaded = second.load(tokens, n)
+    assert isinstance(loaded, np.ndarray) and loaded.shape == (2, 2, 12, 2, 4) and np.array_equal(loaded, kv[:, :, :12]), (
+        "a second connector on the same store should load exactly the KV the first stored, [L, 2, 12, Hkv, d]. Likely "
+        "cause: lookup's length, the element order, or a chunk holds the wrong slice of the tokens' KV"
+    )
+    check_counters("after lookup and load of 3 stored chunks", second,
+                   {"hits": 3, "misses": 0, "bytes_loaded": sum(sizes)})
+    # An engine whose whole prompt is stored still computes the last token, so it asks for n - 1.
+    try:
+        partial = second.load(tokens[:12], 11)
+    except ValueError as error:
+        pytest.fail(f"load(<12 tokens>, 11) raised ValueError: {error}. Likely cause: n need not be a multiple of "
+                    "chunk_size: load the chunks that cover the first n tokens and return those n positions",
+                    pytrace=False)
+    assert isinstance(partial, np.ndarray) and partial.shape[2] == 11 and np.array_equal(partial, kv[:, :, :11]), (
+        "load(<12 tokens>, 11) should return the first 11 positions of the 3 stored chunks. Likely cause: n need not "
+        "be a multiple of chunk_size: load must read the ceil(n / chunk_size) chunks that cover n tokens and return "
+        "the first n positions"
+    )
+    check_counters("after load(<12 tokens>, 11)", second, {"hits": 6})
+    sets = store.commands.get("set", 0)
+    assert stored(second, tokens + tokens_of(4, 7), kv_array(17, seed=7)) == 1 and store.commands["set"] == sets + 1, (
+        "storing a prompt whose first 3 chunks are stored should send only the 4th. Likely cause: a chunk already "
+        "in the store is sent again"
+    )
+    third = student.kv_connector.KVConnector(store, FINGERPRINT, 4)
+    assert third.lookup(tokens_of(12, 8)) == 0, "lookup of a prompt never stored should return 0"
+    check_counters("after a lookup finding none of 3 full chunks", third, {"misses": 3})
+    original = store.get(keys[2])
+    half_chunk = student.kv_connector.serialize_chunk(kv[:, :, :2], FINGERPRINT)
+    for label, value, cause in (
+        ("was damaged", original[:-1] + bytes([original[-1] ^ 1]), "every chunk must be checked before any is used"),
+        ("holds half a chunk", half_chunk, "a chunk of the wrong shape must be refused"),
+        ("was evicted", None, "a missing chunk must not be skipped or raise"),
+    ):
+        if value is None:
+            store.delete(keys[2])
+        else:
+            store.set(keys[2], value)
+        got = second.load(tokens, 12)
+        assert got is None, (
+            f"load when chunk 2 {label} after lookup returned {type(got).__name__}; expected None (a miss). "
+            f"Likely cause: {cause}"
+        )
+        check_counters(f"after a failed load (chunk 2 {label})", second, {"hits": 6})
+    for n in (0, -4, 13):  # n must be from 1 to the 12 tokens of the full chunks
+        with pytest.raises(ValueError):
+            second.load(tokens, n)
+    with pytest.raises(ValueError):
+        second.store(tokens, kv[:, :, :8])  # KV of 8 tokens for 3 full chunks

@@ -1,0 +1,175 @@
+"""What the hidden tests of kv_connector.py share: key checks, round trips, damaged chunks, connectors.
+
+Every `*_problem` function returns None when the student's code keeps the contract, else the message
+the student sees: what differed, where, and the likely cause. Expected arrays are made here (fixed
+seeds) and compared in this process; the byte layout of a serialized chunk and of a key digest is the
+student's choice, so those are checked by their properties, never against fixed values. The store is
+a `kvlab.kvstore.MemoryStore` made beside the student's code (`student.call`).
+"""
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+import pytest
+
+# A small KV layout: L=2 layers, Hkv=2 heads of d=4. Chunks of 4 tokens unless a test says otherwise.
+LAYERS, KV_HEADS, HEAD_DIM = 2, 2, 4
+FINGERPRINT = "hidden-model-0a1b2c3d4e5f/s0/float64/L2x2xTx2x4"
+OTHER_FINGERPRINT = "hidden-model-0a1b2c3d4e5f/s1/float64/L2x2xTx2x4"
+
+
+def outcome(call: Callable[[], Any]) -> tuple[Any, BaseException | None]:
+    """(result, None) or (None, the exception): lets a test turn a raise into a message it writes."""
+    try:
+        return call(), None
+    except Exception as error:  # a student's exception of any type is a finding, not a crash
+        return None, error
+
+
+def describe_error(error: BaseException) -> str:
+    text = f"{type(error).__name__}: {error}"
+    if "not callable" in str(error):
+        text += (" (likely cause: an instance attribute named like a method, e.g. self.store = store in "
+                 "__init__, hides the method store: keep the store under another name)")
+    return text
+
+
+def kv_array(n_tokens: int, dtype: Any = np.float64, seed: int = 0) -> np.ndarray:
+    """KV of n_tokens tokens, [L, 2, n_tokens, Hkv, d], from a fixed seed."""
+    rng = np.random.default_rng(seed)
+    return rng.standard_normal((LAYERS, 2, n_tokens, KV_HEADS, HEAD_DIM)).astype(dtype)
+
+
+def tokens_of(n: int, seed: int) -> list[int]:
+    return [int(t) for t in np.random.default_rng(seed).integers(0, 50_000, size=n)]
+
+
+def keys_problem(call: str, keys: Any, n_tokens: int, chunk_size: int, fingerprint: str) -> str | None:
+    """A chunk_keys result: n_tokens // chunk_size strings fingerprint + ":" + 64 lowercase hex."""
+    if not isinstance(keys, list):
+        return f"{call} returned {type(keys).__name__}; expected a list of str keys"
+    want = n_tokens // chunk_size
+    if len(keys) != want:
+        cause = ("the trailing partial chunk got a key: only full chunks are keyed (and stored)"
+                 if len(keys) == -(-n_tokens // chunk_size) else "one key per full chunk of chunk_size tokens")
+        return (f"{call} returned {len(keys)} keys for {n_tokens} tokens; expected {n_tokens} // {chunk_size} = "
+                f"{want}. Likely cause: {cause}")
+    pattern = re.compile(re.escape(fingerprint) + ":[0-9a-f]{64}")
+    for index, key in enumerate(keys):
+        if not isinstance(key, str) or not pattern.fullmatch(key):
+            return (f"{call}: key {index} is {key!r}; expected the fingerprint, ':' and a lowercase hex SHA-256 "
+                    "digest of 64 characters. Likely cause: the key must start with the model fingerprint, so KV "
+                    "of one model is never loaded into another")
+    return None
+
+
+def checked_keys(student: Any, tokens: Any, chunk_size: int, fingerprint: str = FINGERPRINT) -> list[str]:
+    """The student's chunk_keys(tokens, chunk_size, fingerprint); fail the test unless well-formed."""
+    call = f"chunk_keys(<{len(tokens)} tokens>, {chunk_size}, {fingerprint!r})"
+    keys, error = outcome(lambda: student.kv_connector.chunk_keys(tokens, chunk_size, fingerprint))
+    if error is not None:
+        pytest.fail(f"{call} raised {describe_error(error)}", pytrace=False)
+    problem = keys_problem(call, keys, len(tokens), chunk_size, fingerprint)
+    if problem:
+        pytest.fail(problem, pytrace=False)
+    return keys
+
+
+def first_difference(a: Sequence[str], b: Sequence[str]) -> int | None:
+    """Index of the first position where a and b differ (a length difference counts), or None."""
+    for index, (x, y) in enumerate(zip(a, b)):
+        if x != y:
+            return index
+    return None if len(a) == len(b) else min(len(a), len(b))
+
+
+def array_mismatch(what: str, got: Any, expected: np.ndarray) -> str | None:
+    """None if `got` is `expected` exactly (dtype, shape, every bit of every value); else what differs."""
+    if not isinstance(got, np.ndarray):
+        return f"{what} returned {type(got).__name__}; expected an ndarray {expected.dtype} {expected.shape}"
+    if got.dtype != expected.dtype:
+        return (f"{what} has dtype {got.dtype}; expected {expected.dtype}. Likely cause: the dtype is not kept: "
+                "write it into the header and rebuild the array in that dtype, so float32 stays float32")
+    if got.shape != expected.shape:
+        return f"{what} has shape {got.shape}; expected {expected.shape}"
+    if not np.array_equal(got, expected):
+        where = tuple(int(i) for i in np.argwhere(got != expected)[0])
+        return (f"{what}: values differ from the array stored, first at index {where} (a round trip must be exact, "
+                "bit for bit). Likely cause: the payload is written in another element order than it is read "
+                "(use C order both ways), or a chunk holds the wrong slice of the tokens' KV")
+    return None
+
+
+def serialized(student: Any, kv: np.ndarray, fingerprint: str = FINGERPRINT) -> bytes:
+    """The student's serialize_chunk(kv, fingerprint); fail the test unless it is bytes."""
+    data, error = outcome(lambda: student.kv_connector.serialize_chunk(kv, fingerprint))
+    if error is not None:
+        pytest.fail(f"serialize_chunk(<{kv.dtype} {kv.shape}>, ...) raised {describe_error(error)}", pytrace=False)
+    if not isinstance(data, bytes):
+        pytest.fail(f"serialize_chunk returned {type(data).__name__}; expected bytes", pytrace=False)
+    return data
+
+
+def damaged_variants(data: bytes, positions: Sequence[int]) -> dict[str, bytes]:
+    """Damaged copies of `data`: a byte flipped at each position, truncations, bytes appended."""
+    variants = {f"byte {i} of {len(data)} changed": data[:i] + bytes([data[i] ^ 0x5A]) + data[i + 1:]
+                for i in positions}
+    for length in sorted({0, 1, 3, 4, 8, 16, len(data) // 2, len(data) - 4, len(data) - 1}):
+        variants[f"truncated to {length} of {len(data)} bytes"] = data[:length]
+    variants[f"{len(data)} bytes and one byte appended"] = data + b"\x00"
+    variants["two chunks back to back"] = data + data
+    return variants
+
+
+def miss_problem(student: Any, label: str, data: bytes, fingerprint: str, cause: str) -> str | None:
+    """None if deserialize_chunk(data, fingerprint) is None; else what it did instead."""
+    got, error = outcome(lambda: student.kv_connector.deserialize_chunk(data, fingerprint))
+    if error is not None:
+        return (f"deserialize_chunk of a chunk {label} raised {describe_error(error)}; expected None (a miss): "
+                "damaged or foreign data must never raise, the engine just computes those tokens")
+    if got is not None:
+        return f"deserialize_chunk of a chunk {label} returned {type(got).__name__}; expected None (a miss). {cause}"
+    return None
+
+
+def new_connector(student: Any, chunk_size: int = 4, fingerprint: str = FINGERPRINT,
+                  store: Any = None) -> tuple[Any, Any]:
+    """(store, connector): a MemoryStore made beside the student's code (or `store`) and a KVConnector on it."""
+    if store is None:
+        store = student.call("kvlab.kvstore:MemoryStore")
+    connector, error = outcome(lambda: student.kv_connector.KVConnector(store, fingerprint, chunk_size))
+    if error is not None:
+        pytest.fail(f"KVConnector(store, {fingerprint!r}, {chunk_size}) raised {describe_error(error)}", pytrace=False)
+    return store, connector
+
+
+def called(what: str, call: Callable[[], Any]) -> Any:
+    """call(); fail the test with the student's exception, named, if it raises."""
+    result, error = outcome(call)
+    if error is not None:
+        pytest.fail(f"{what} raised {describe_error(error)}", pytrace=False)
+    return result
+
+
+def counters(connector: Any) -> dict[str, int]:
+    """The connector's five counters, read now."""
+    names = ("hits", "misses", "bytes_loaded", "bytes_stored", "chunks_stored")
+    return {name: called(f"reading connector.{name}", lambda name=name: getattr(connector, name)) for name in names}
+
+
+def counters_problem(when: str, got: dict[str, int], expected: dict[str, int]) -> str | None:
+    """None if every counter has its expected value; else the first that differs and what it counts."""
+    meaning = {
+        "hits": "chunks returned by successful loads (chunks, not tokens; nothing for a failed load)",
+        "misses": "full chunks outside the run lookup found (chunks the engine must compute)",
+        "bytes_loaded": "len() of every value load received from the store",
+        "bytes_stored": "len() of every value store sent to the store (the serialized bytes, header included)",
+        "chunks_stored": "values store sent (chunks already in the store are not sent again)",
+    }
+    for name, value in expected.items():
+        if got[name] != value:
+            return f"{when}: connector.{name} is {got[name]!r}; expected {value}. {name} counts {meaning[name]}"
+    return None

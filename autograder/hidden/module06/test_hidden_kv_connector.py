@@ -1,0 +1,290 @@
+"""Hidden tests of kv_connector.py (task kv_connector): chunk keys (full chunks only, chained, any integer
+type, the fingerprint, the same in every process), exact round trips, damaged and foreign chunks read as
+misses, and the connector's lookup, load, store and counters on a kvlab.kvstore.MemoryStore."""
+from __future__ import annotations
+
+import pickle
+from typing import Any
+
+import numpy as np
+import pytest
+
+from _kv_connector_checks import (
+    FINGERPRINT, OTHER_FINGERPRINT, array_mismatch, called, checked_keys, counters, counters_problem,
+    damaged_variants, describe_error, first_difference, kv_array, miss_problem, new_connector, outcome, serialized,
+    tokens_of,
+)
+
+
+@pytest.mark.task("kv_connector", points=1)
+@pytest.mark.parametrize("chunk_size", [3, 16])
+def test_one_key_per_full_chunk(student: Any, chunk_size: int) -> None:
+    tokens = tokens_of(4 * chunk_size + 2, chunk_size)
+    for n in (0, 1, chunk_size - 1, chunk_size, 2 * chunk_size + 1, 4 * chunk_size + 2):
+        checked_keys(student, tokens[:n], chunk_size)
+
+
+@pytest.mark.task("kv_connector", points=1)
+def test_keys_are_chained(student: Any) -> None:
+    chunk, n_chunks = 5, 4
+    tokens = tokens_of(chunk * n_chunks, 21)
+    original = checked_keys(student, tokens, chunk)
+    for j in range(n_chunks):
+        changed = list(tokens)
+        changed[j * chunk + 2] += 1
+        keys = checked_keys(student, changed, chunk)
+        same = [i for i in range(n_chunks) if keys[i] == original[i]]
+        assert same == list(range(j)), (
+            f"changing one token of chunk {j} (of {n_chunks}) left keys {same} unchanged; expected exactly "
+            f"{list(range(j))} unchanged. Likely cause: "
+            + ("the keys are not chained: key i must cover key i-1 and chunk i, so a change in chunk j changes "
+               "keys j, j+1, ..." if any(i > j for i in same) else
+               "key i must cover chunks 0 .. i only: a later chunk must not change an earlier key")
+        )
+    repeated = checked_keys(student, tokens[:chunk] * 3, chunk)
+    assert len(set(repeated)) == 3, (
+        "three identical chunks in a row gave equal keys; expected three different keys. Likely cause: the keys "
+        "are not chained: a key names the whole prefix up to its chunk, not the chunk alone"
+    )
+    longer = checked_keys(student, tokens + tokens_of(7, 22), chunk)
+    assert longer[:n_chunks] == original, (
+        f"appending tokens changed key {first_difference(longer[:n_chunks], original)}; expected the keys of "
+        "the first chunks to stay: key i depends on tokens 0 .. (i+1)*chunk_size-1 only"
+    )
+
+
+@pytest.mark.task("kv_connector", points=1)
+def test_keys_depend_on_values_only(student: Any) -> None:
+    tokens = [int(t) for t in np.random.default_rng(23).integers(0, 120, size=26)]
+    reference = checked_keys(student, tokens, 8)
+    forms = {"a tuple": tuple(tokens)}
+    forms.update({f"an {np.dtype(d).name} array": np.array(tokens, dtype=d) for d in (np.int8, np.int32, np.uint16)})
+    for form, value in forms.items():
+        got = checked_keys(student, value, 8)
+        assert got == reference, (
+            f"chunk_keys of the same token values as {form} differs from the keys of a list (first at key "
+            f"{first_difference(got, reference)}). Likely cause: the bytes hashed depend on the integer dtype; "
+            "write every token id in one fixed width and byte order (e.g. np.asarray(tokens).astype('<i8'))"
+        )
+
+
+@pytest.mark.task("kv_connector", points=1)
+def test_fingerprint_names_every_key(student: Any) -> None:
+    tokens = tokens_of(24, 24)
+    ours = checked_keys(student, tokens, 8)
+    theirs = checked_keys(student, tokens, 8, OTHER_FINGERPRINT)
+    clashes = [i for i, (a, b) in enumerate(zip(ours, theirs)) if a == b]
+    assert not clashes, (
+        f"two fingerprints gave equal keys {clashes}; expected every key to differ: the fingerprint must be in "
+        "every key, so KV of one model, dtype or weights is never loaded into another"
+    )
+
+
+@pytest.mark.task("kv_connector", points=1)
+def test_same_keys_in_a_fresh_process(student: Any) -> None:
+    tokens = tokens_of(45, 25)
+    here = checked_keys(student, tokens, 8)
+    # Each fresh process has its own hash seed, so two of them and this one cover three seeds.
+    first, second = (student.fresh_call("kv_connector", "chunk_keys", tokens, 8, FINGERPRINT) for _ in range(2))
+    assert list(first) == list(second) == list(here), (
+        "chunk_keys gives different keys in different processes. Likely cause: Python's hash() is salted per "
+        "process (PYTHONHASHSEED, as in LMCache's default hash): two engines could never share a chunk. Hash "
+        "bytes with hashlib.sha256 only"
+    )
+
+
+@pytest.mark.task("kv_connector", points=1)
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_round_trip_is_exact(student: Any, dtype: str) -> None:
+    whole = kv_array(12, dtype, seed=31)
+    for label, kv in (("a chunk", whole[:, :, :4]), ("a strided view", whole[:, :, 2:11:3]),
+                      ("a chunk holding nan and -0.0", np.where(whole[:, :, 4:8] > 1.0, np.nan, -0.0).astype(dtype))):
+        data = serialized(student, kv)
+        got, error = outcome(lambda data=data: student.kv_connector.deserialize_chunk(data, FINGERPRINT))
+        assert error is None, f"deserialize_chunk of {label} just serialized raised {type(error).__name__}: {error}"
+        if np.isnan(kv).any() and isinstance(got, np.ndarray) and got.shape == kv.shape:
+            assert np.array_equal(np.isnan(got), np.isnan(kv)) and np.array_equal(np.signbit(got), np.signbit(kv)), (
+                f"the round trip of {label} changed which values are nan or negative zero; expected every bit kept"
+            )
+            continue
+        problem = array_mismatch(f"deserialize_chunk(serialize_chunk({label} {dtype}))", got, kv)
+        assert problem is None, problem
+
+
+@pytest.mark.task("kv_connector", points=1)
+def test_damaged_chunks_are_misses(student: Any) -> None:
+    kv = kv_array(4, np.float32, seed=33)
+    data = serialized(student, kv)
+    positions = sorted({*range(min(64, len(data))), len(data) // 2, len(data) - 5, len(data) - 1})
+    for label, damaged in damaged_variants(data, positions).items():
+        problem = miss_problem(student, label, damaged, FINGERPRINT,
+                               "Likely cause: no checksum over the whole chunk (header and payload), or the lengths "
+                               "in the header are not checked against the data")
+        assert problem is None, problem
+
+
+@pytest.mark.task("kv_connector", points=1)
+def test_foreign_chunks_are_misses(student: Any) -> None:
+    data = serialized(student, kv_array(4, seed=34))
+    for fingerprint, cause in (
+        (OTHER_FINGERPRINT, "the fingerprint in the header must be compared with the reader's"),
+        (FINGERPRINT + "x", "compare the fingerprints whole: one may be a prefix of the other"),
+        (FINGERPRINT[:-1], "compare the fingerprints whole: one may be a prefix of the other"),
+    ):
+        problem = miss_problem(student, f"written for {FINGERPRINT!r} and read for {fingerprint!r}", data,
+                               fingerprint, f"Likely cause: {cause}")
+        assert problem is None, problem
+    pickled = pickle.dumps(kv_array(4, seed=34))
+    problem = miss_problem(student, "that is a pickled ndarray", pickled, FINGERPRINT,
+                           "Likely cause: the data was unpickled: pickle runs code named by the data, and a shared "
+                           "store is written by other processes. Read only your own header and raw bytes")
+    assert problem is None, problem
+    looks_pickled = data[:1] == b"\x80" and data[1:2] in (b"\x02", b"\x03", b"\x04", b"\x05")
+    assert b"numpy" not in data and not looks_pickled, (
+        "serialize_chunk's bytes look like a pickle (they name numpy's classes); expected a header and raw "
+        "array bytes (ndarray.tobytes()), which cannot run code when read"
+    )
+
+
+@pytest.mark.task("kv_connector", points=1)
+def test_lookup_finds_the_longest_run_from_the_start(student: Any) -> None:
+    chunk = 4
+    tokens = tokens_of(6 * chunk + 3, 41)
+    store, writer = new_connector(student, chunk)
+    called("store(<27 tokens>, kv)", lambda: writer.store(tokens, kv_array(len(tokens), seed=41)))
+    _, reader = new_connector(student, chunk, store=store)
+    keys = checked_keys(student, tokens, chunk)
+    cases = [("every full chunk stored", tokens, 6 * chunk),
+             ("a prompt that goes on past the stored chunks", tokens + tokens_of(9, 42), 6 * chunk),
+             ("a prompt shorter than one chunk", tokens[:chunk - 1], 0),
+             ("a prompt that differs in chunk 3", tokens[:3 * chunk + 1] + [tokens[3 * chunk + 1] + 1] + tokens[3 * chunk + 2:],
+              3 * chunk)]
+    for label, prompt, want in cases:
+        got = called(f"lookup ({label})", lambda prompt=prompt: reader.lookup(prompt))
+        assert got == want, (
+            f"lookup with {label} returned {got!r}; expected {want} tokens (chunk_size x the leading stored "
+            "chunks). Likely cause: "
+            + ("lookup counts chunks; it returns tokens" if got == want // chunk else
+               "a trailing partial chunk is never stored, so it never counts" if got == len(prompt) else
+               "the run must start at chunk 0 and go on while the chunks are stored")
+        )
+    called("deleting chunk 2 from the store", lambda: store.delete(keys[2]))
+    got = called("lookup after chunk 2 was evicted", lambda: reader.lookup(tokens))
+    assert got == 2 * chunk, (
+        f"lookup after chunk 2 of 6 was evicted returned {got!r}; expected {2 * chunk} tokens. Likely cause: a "
+        "missing middle chunk must end the run (the KV after it depends on it), however many chunks follow"
+    )
+
+
+@pytest.mark.task("kv_connector", points=2)
+def test_a_second_engine_loads_what_the_first_stored(student: Any) -> None:
+    chunk = 4
+    system = tokens_of(5 * chunk, 43)
+    first_prompt, second_prompt = system + tokens_of(3, 44), system + tokens_of(2, 45)
+    kv = kv_array(len(first_prompt), seed=43)
+    store, first = new_connector(student, chunk)
+    stored = called("store(first prompt, kv)", lambda: first.store(first_prompt, kv))
+    keys = checked_keys(student, first_prompt, chunk)
+    sizes = [len(called("store.get", lambda key=key: store.get(key)) or b"") for key in keys]
+    assert stored == 5 and all(sizes), (
+        f"store of a 23-token prompt in chunks of 4 into an empty store returned {stored!r} and left "
+        f"{sum(map(bool, sizes))} of its 5 full chunks in the store; expected 5 and 5"
+    )
+    problem = counters_problem("after the first store", counters(first),
+                               {"chunks_stored": 5, "bytes_stored": sum(sizes), "hits": 0, "bytes_loaded": 0})
+    assert problem is None, problem
+    _, second = new_connector(student, chunk, store=store)
+    n = called("lookup(second prompt)", lambda: second.lookup(second_prompt))
+    assert n == 5 * chunk, f"a new connector on the same store found {n!r} tokens of the shared system prompt; expected {5 * chunk}"
+    loaded = called(f"load(second prompt, {n})", lambda: second.load(second_prompt, n))
+    problem = array_mismatch(f"load(second prompt, {n})", loaded, kv[:, :, :n])
+    assert problem is None, problem
+    problem = counters_problem("after lookup and load of 5 stored chunks", counters(second),
+                               {"hits": 5, "misses": 0, "bytes_loaded": sum(sizes), "chunks_stored": 0})
+    assert problem is None, problem
+    # An engine whose whole prompt is stored still computes the last token, so it asks for n - 1.
+    partial, error = outcome(lambda: second.load(system, n - 1))
+    assert error is None, (
+        f"load(<{n} tokens>, {n - 1}) raised {describe_error(error)}. Likely cause: n need not be a multiple of "
+        "chunk_size: load the chunks that cover the first n tokens and return those n positions"
+    )
+    assert not isinstance(partial, np.ndarray) or partial.shape[2:3] == (n - 1,), (
+        f"load(<{n} tokens>, {n - 1}) returned {partial.shape[2]} positions; expected {n - 1}. Likely cause: load "
+        "must read the ceil(n / chunk_size) chunks that cover n tokens and return the first n positions"
+    )
+    problem = array_mismatch(f"load(<{n} tokens>, {n - 1})", partial, kv[:, :, :n - 1])
+    assert problem is None, problem
+    problem = counters_problem(f"after load(<{n} tokens>, {n - 1})", counters(second), {"hits": 10})
+    assert problem is None, problem
+    sets_before = called("store.commands", lambda: store.commands).get("set", 0)
+    longer = second_prompt + tokens_of(2 * chunk, 46)
+    stored = called("store(longer prompt, kv)", lambda: second.store(longer, kv_array(len(longer), seed=47)))
+    sets = called("store.commands", lambda: store.commands).get("set", 0) - sets_before
+    assert stored == sets == 2, (
+        f"storing a prompt whose first 5 chunks are already stored (7 full chunks) returned {stored!r} and sent "
+        f"{sets} values; expected 2 and 2. Likely cause: a chunk already in the store is sent again (check "
+        "exists first: the network is the cost LMCache saves)"
+    )
+    again = called("load(second prompt, 20) after the second store", lambda: second.load(second_prompt, n))
+    problem = array_mismatch("load after another prompt with the same prefix was stored", again, kv[:, :, :n])
+    assert problem is None, problem
+
+
+@pytest.mark.task("kv_connector", points=1)
+def test_load_of_a_chunk_gone_or_damaged_is_a_miss(student: Any) -> None:
+    chunk = 4
+    tokens = tokens_of(4 * chunk, 51)
+    kv = kv_array(len(tokens), np.float32, seed=51)
+    store, connector = new_connector(student, chunk)
+    called("store", lambda: connector.store(tokens, kv))
+    keys = checked_keys(student, tokens, chunk)
+    n = called("lookup", lambda: connector.lookup(tokens))
+    assert n == 4 * chunk, f"lookup after storing 4 chunks returned {n!r}; expected {4 * chunk}"
+    original = called("store.get", lambda: store.get(keys[1]))
+    short = serialized(student, kv[:, :, :chunk // 2])
+    for label, value in (("was evicted", None), ("was damaged", original[:-3] + b"\x00\x00\x00"),
+                         ("holds half a chunk", short)):
+        before = counters(connector)
+        if value is None:
+            called("store.delete", lambda: store.delete(keys[1]))
+        else:
+            called("store.set", lambda value=value: store.set(keys[1], value))
+        got, error = outcome(lambda: connector.load(tokens, n))
+        assert error is None and got is None, (
+            f"load of 4 chunks when chunk 1 {label} after lookup " + (f"raised {type(error).__name__}: {error}"
+                                                                     if error else f"returned {type(got).__name__}")
+            + "; expected None (the stated contract: the engine then computes those tokens). Likely cause: "
+            + ("a missing chunk must not be skipped or raise" if label == "was evicted" else
+               "every chunk must be checked (deserialize_chunk) before any is used" if label == "was damaged" else
+               "a chunk of the wrong shape must be refused: each must be [L, 2, chunk_size, Hkv, d]")
+        )
+        assert counters(connector)["hits"] == before["hits"], (
+            f"a failed load (chunk 1 {label}) changed hits; expected hits to count chunks of successful loads only"
+        )
+    called("store.set", lambda: store.set(keys[1], original))
+    problem = array_mismatch("load once chunk 1 is back", called("load", lambda: connector.load(tokens, n)), kv)
+    assert problem is None, problem
+
+
+@pytest.mark.task("kv_connector", points=1)
+def test_misses_and_bad_arguments(student: Any) -> None:
+    chunk = 4
+    tokens = tokens_of(5 * chunk + 1, 61)
+    store, connector = new_connector(student, chunk)
+    called("store", lambda: connector.store(tokens[:2 * chunk], kv_array(2 * chunk, seed=61)))
+    got = called("lookup", lambda: connector.lookup(tokens))
+    problem = counters_problem("after a lookup finding 2 of 5 full chunks", counters(connector),
+                               {"misses": 3, "hits": 0})
+    assert got == 2 * chunk and problem is None, problem or f"lookup returned {got!r}; expected {2 * chunk}"
+    for n in (0, -chunk, 5 * chunk + 1):
+        result, error = outcome(lambda n=n: connector.load(tokens, n))
+        assert isinstance(error, ValueError), (
+            f"load(<21 tokens>, {n}) with chunks of {chunk} should raise ValueError; it "
+            + (f"raised {type(error).__name__}: {error}" if error else f"returned {type(result).__name__}")
+            + ". n must be from 1 to the tokens of the full chunks (20 here)"
+        )
+    result, error = outcome(lambda: connector.store(tokens, kv_array(3 * chunk, seed=62)))
+    assert isinstance(error, ValueError), (
+        "store of 5 full chunks with KV of only 12 tokens should raise ValueError; it "
+        + (f"raised {type(error).__name__}: {error}" if error else f"returned {result!r}")
+    )

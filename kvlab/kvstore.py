@@ -1,0 +1,419 @@
+"""External KV stores for module 6, part 3 (LMCache's idea: KV kept outside the engine, shared by engines).
+
+- `MemoryStore(maxmemory_bytes=None)`: an in-process store with the subset of redis-py's client API a
+  KV connector uses (`get`, `set`, `mget`, `exists`, plus `delete`, `dbsize`, `flushdb`, `ping` for
+  tests and tools), bounded in bytes and evicting the least recently used keys first, as Redis does
+  with `maxmemory` and `maxmemory-policy allkeys-lru`. The grader gives students' connectors this
+  store (no network in the sandbox).
+- `redis_server(...)`: a context manager that runs a Redis server for the duration of a `with` and
+  yields its URL: the system `redis-server` where it is installed, else `EmbeddedRedisServer`, a small
+  server in this process speaking the same wire protocol (RESP) over a `MemoryStore`.
+- `open_store(url)`: a client for a URL: `memory://` (a new MemoryStore), `redis://host:port` or
+  `unix:///path` (a redis-py client; the `redis` package is imported only then).
+- `model_fingerprint(cfg, dtype)`: the string that prefixes every key, so that KV of one model, dtype
+  or KV layout is never loaded into another.
+
+Byte accounting of MemoryStore and the embedded server: a key costs len(key) + len(value) bytes. Real
+Redis adds its own per-key overhead (tens of bytes) and rounds allocations, so with the same bound it
+keeps slightly fewer entries.
+"""
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import shutil
+import socket
+import socketserver
+import subprocess
+import tempfile
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from kvlab.model import Config
+
+# What redis-py accepts as a key or value, encoded the way its Encoder does.
+Encodable = bytes | bytearray | memoryview | str | int | float
+
+
+def encode(value: Any) -> bytes:
+    """bytes for a key or value as redis-py sends it: bytes as they are, str as UTF-8, numbers as text."""
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return bytes(value)
+    if isinstance(value, str):
+        return value.encode()
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return repr(value).encode()
+    raise TypeError(f"a key or value must be bytes, str, int or float (as for redis-py); got {type(value).__name__}")
+
+
+class MemoryStore:
+    """A bounded in-process key-value store with redis-py's `get`/`set`/`mget`/`exists` (and a few more).
+
+    Keys and values are stored as bytes (str, int and float are encoded as redis-py encodes them);
+    `get` returns bytes or None. `maxmemory_bytes` (None: unbounded) bounds the sum of
+    len(key) + len(value) over the stored keys: after each `set`, the least recently used keys are
+    evicted until the total fits again; a value larger than the whole bound is dropped at once
+    (counted as evicted) without evicting anything else. `get`, `mget` and `set` count as a use;
+    `exists` does not (as in Redis). Thread-safe.
+    Counters: `used_memory` (bytes held now), `evicted_keys` (keys evicted so far), `commands`
+    (calls so far per method name, e.g. {"get": 3, "set": 2}: what a client would send to Redis).
+    """
+
+    def __init__(self, maxmemory_bytes: int | None = None) -> None:
+        if maxmemory_bytes is not None and (isinstance(maxmemory_bytes, bool) or not isinstance(maxmemory_bytes, int)
+                                            or maxmemory_bytes < 1):
+            raise ValueError(f"maxmemory_bytes must be a positive int or None; got {maxmemory_bytes!r}")
+        self.maxmemory_bytes = maxmemory_bytes
+        self.used_memory = 0
+        self.evicted_keys = 0
+        self.commands: dict[str, int] = {}
+        self._data: OrderedDict[bytes, bytes] = OrderedDict()  # least recently used first
+        self._lock = threading.Lock()
+
+    def get(self, key: Encodable) -> bytes | None:
+        """The value of `key`, or None when it is not stored."""
+        self._count("get")
+        with self._lock:
+            return self._read(encode(key))
+
+    def mget(self, keys: Any, *args: Encodable) -> list[bytes | None]:
+        """The values of several keys in one call (None for each missing one), as redis-py's `mget`.
+
+        Accepts `mget([k1, k2])` and `mget(k1, k2)`.
+        """
+        self._count("mget")
+        names = [keys] if isinstance(keys, (bytes, bytearray, memoryview, str, int, float)) else list(keys)
+        names += args
+        with self._lock:
+            return [self._read(encode(name)) for name in names]
+
+    def set(self, key: Encodable, value: Encodable) -> bool:
+        """Store `value` under `key` (replacing any value), then evict LRU keys beyond the bound. True."""
+        self._count("set")
+        key, value = encode(key), encode(value)
+        with self._lock:
+            self._remove(key)
+            if self.maxmemory_bytes is not None and len(key) + len(value) > self.maxmemory_bytes:
+                self.evicted_keys += 1  # could never fit: dropped at once, nothing else evicted for it
+                return True
+            self._data[key] = value
+            self.used_memory += len(key) + len(value)
+            while self.maxmemory_bytes is not None and self.used_memory > self.maxmemory_bytes:
+                oldest = next(iter(self._data))
+                self._remove(oldest)
+                self.evicted_keys += 1
+        return True
+
+    def exists(self, *keys: Encodable) -> int:
+        """How many of `keys` are stored (a key named twice counts twice), as Redis' EXISTS."""
+        self._count("exists")
+        with self._lock:
+            return sum(encode(key) in self._data for key in keys)
+
+    def delete(self, *keys: Encodable) -> int:
+        """Remove `keys`; the number that were stored."""
+        self._count("delete")
+        with self._lock:
+            return sum(self._remove(encode(key)) for key in keys)
+
+    def dbsize(self) -> int:
+        """Number of stored keys."""
+        self._count("dbsize")
+        with self._lock:
+            return len(self._data)
+
+    def flushdb(self) -> bool:
+        """Remove every key. True."""
+        self._count("flushdb")
+        with self._lock:
+            self._data.clear()
+            self.used_memory = 0
+        return True
+
+    def ping(self) -> bool:
+        """True (the store is always there)."""
+        return True
+
+    def _count(self, command: str) -> None:
+        with self._lock:
+            self.commands[command] = self.commands.get(command, 0) + 1
+
+    def _read(self, key: bytes) -> bytes | None:
+        value = self._data.get(key)
+        if value is not None:
+            self._data.move_to_end(key)
+        return value
+
+    def _remove(self, key: bytes) -> bool:
+        value = self._data.pop(key, None)
+        if value is None:
+            return False
+        self.used_memory -= len(key) + len(value)
+        return True
+
+
+def model_fingerprint(cfg: Config, dtype: Any, seed: int = 0) -> str:
+    """A printable ASCII string naming the model, its weights, the KV dtype and the KV layout.
+
+    Two engines may share KV exactly when their fingerprints are equal: same configuration (every
+    field, the name included), same weights (kvlab.model.init_params seed), same KV dtype. The layout
+    part spells [L, 2, T, Hkv, d], the shape of one chunk's KV. Example:
+    "tiny-3f9a1c2b7d4e/s0/float64/L2x2xTx2x8".
+    """
+    fields = repr(sorted(vars(cfg).items())).encode()
+    digest = hashlib.sha256(fields).hexdigest()[:12]
+    name = "".join(c if c.isascii() and (c.isalnum() or c in "-_.") else "_" for c in cfg.name)
+    layout = f"L{cfg.n_layers}x2xTx{cfg.n_kv_heads}x{cfg.d_head}"
+    return f"{name}-{digest}/s{seed}/{np.dtype(dtype).name}/{layout}"
+
+
+def open_store(url: str) -> Any:
+    """A store client for `url`: "memory://" (a new, unbounded MemoryStore), or "redis://host:port[/db]"
+    and "unix:///path/to/socket" (redis-py's `Redis.from_url`; needs the `redis` package)."""
+    if url == "memory://":
+        return MemoryStore()
+    if url.startswith(("redis://", "unix://")):
+        import redis  # only the repository's tools and the engine's --kv-store need the client
+
+        return redis.Redis.from_url(url)
+    raise ValueError(f"unknown store URL {url!r}: expected memory://, redis://HOST:PORT or unix:///PATH")
+
+
+# The embedded server: RESP2 and RESP3 (redis-py 8 opens every connection with HELLO 3), the commands
+# a KV connector and the tests send. Not a general Redis: no expiry, no other data types.
+
+class _Protocol:
+    """RESP encoding of replies for one connection, RESP2 until the client's HELLO 3."""
+
+    def __init__(self) -> None:
+        self.version = 2
+
+    def null(self) -> bytes:
+        return b"_\r\n" if self.version == 3 else b"$-1\r\n"
+
+    def reply(self, value: Any) -> bytes:
+        if value is None:
+            return self.null()
+        if isinstance(value, bool):
+            return b":1\r\n" if value else b":0\r\n"
+        if isinstance(value, int):
+            return b":%d\r\n" % value
+        if isinstance(value, bytes):
+            return b"$%d\r\n%s\r\n" % (len(value), value)
+        if isinstance(value, list):
+            return b"*%d\r\n" % len(value) + b"".join(self.reply(item) for item in value)
+        if isinstance(value, dict):
+            if self.version == 3:
+                head = b"%%%d\r\n" % len(value)
+            else:
+                head = b"*%d\r\n" % (2 * len(value))
+            return head + b"".join(self.reply(k) + self.reply(v) for k, v in value.items())
+        raise TypeError(f"no RESP encoding for {type(value).__name__}")
+
+
+def _simple(text: str) -> bytes:
+    return f"+{text}\r\n".encode()
+
+
+def _error(text: str) -> bytes:
+    return f"-{text}\r\n".encode()
+
+
+class _Handler(socketserver.StreamRequestHandler):
+    """One client connection: read commands (RESP arrays of bulk strings), answer each in turn."""
+
+    server: EmbeddedRedisServer
+
+    def handle(self) -> None:
+        protocol = _Protocol()
+        while True:
+            try:
+                command = self._read_command()
+            except (ConnectionError, ValueError):
+                return
+            if command is None:
+                return
+            self.wfile.write(self.server.execute(command, protocol))
+            self.wfile.flush()
+
+    def _read_command(self) -> list[bytes] | None:
+        line = self.rfile.readline()
+        if not line:
+            return None
+        if not line.startswith(b"*"):
+            return line.split()  # an inline command, as redis-cli and telnet send
+        count = int(line[1:])
+        parts = []
+        for _ in range(count):
+            header = self.rfile.readline()
+            if not header.startswith(b"$"):
+                raise ValueError("expected a bulk string")
+            size = int(header[1:])
+            data = self.rfile.read(size + 2)
+            if len(data) != size + 2:
+                raise ConnectionError("the client closed the connection mid-command")
+            parts.append(data[:size])
+        return parts
+
+
+class EmbeddedRedisServer(socketserver.ThreadingTCPServer):
+    """A Redis stand-in on a loopback TCP port, serving a MemoryStore (LRU-bounded like allkeys-lru).
+
+    Commands: PING, ECHO, HELLO, CLIENT (accepted), SELECT 0, GET, SET key value, MGET, EXISTS, DEL,
+    DBSIZE, FLUSHDB, FLUSHALL, INFO (used_memory, maxmemory, evicted_keys), QUIT. `serve_forever` in a
+    thread; `shutdown()` then `server_close()` to stop.
+    """
+
+    daemon_threads = True
+    allow_reuse_address = True
+
+    def __init__(self, maxmemory_bytes: int | None = None, host: str = "127.0.0.1", port: int = 0) -> None:
+        super().__init__((host, port), _Handler)
+        self.store = MemoryStore(maxmemory_bytes)
+
+    @property
+    def url(self) -> str:
+        host, port = self.server_address[:2]
+        return f"redis://{host}:{port}"
+
+    def execute(self, command: list[bytes], protocol: _Protocol) -> bytes:
+        """The RESP reply to one command."""
+        if not command:
+            return _error("ERR empty command")
+        name, args = command[0].upper().decode(errors="replace"), command[1:]
+        store = self.store
+        if name == "PING":
+            return protocol.reply(args[0]) if args else _simple("PONG")
+        if name == "ECHO" and len(args) == 1:
+            return protocol.reply(args[0])
+        if name == "HELLO":
+            if args and args[0] not in (b"2", b"3"):
+                return _error("NOPROTO unsupported protocol version")
+            if args:
+                protocol.version = int(args[0])
+            return protocol.reply({b"server": b"redis", b"version": b"7.0.0", b"proto": protocol.version,
+                                   b"mode": b"standalone", b"role": b"master", b"modules": []})
+        if name in ("CLIENT", "QUIT") or (name == "SELECT" and args == [b"0"]):
+            return _simple("OK")
+        if name == "GET" and len(args) == 1:
+            return protocol.reply(store.get(args[0]))
+        if name == "SET" and len(args) == 2:
+            store.set(args[0], args[1])
+            return _simple("OK")
+        if name == "MGET" and args:
+            return protocol.reply(store.mget(args))
+        if name == "EXISTS" and args:
+            return protocol.reply(store.exists(*args))
+        if name == "DEL" and args:
+            return protocol.reply(store.delete(*args))
+        if name == "DBSIZE" and not args:
+            return protocol.reply(store.dbsize())
+        if name in ("FLUSHDB", "FLUSHALL"):
+            store.flushdb()
+            return _simple("OK")
+        if name == "INFO":
+            text = (f"# Memory\r\nused_memory:{store.used_memory}\r\nmaxmemory:{store.maxmemory_bytes or 0}\r\n"
+                    f"maxmemory_policy:allkeys-lru\r\n# Stats\r\nevicted_keys:{store.evicted_keys}\r\n")
+            return protocol.reply(text.encode())
+        return _error(f"ERR unknown command or wrong number of arguments for '{name.lower()}' (kvlab's embedded server)")
+
+
+def _answers_ping(address: str | tuple[str, int], timeout: float = 0.5) -> bool:
+    """Whether a Redis server at `address` (a Unix socket path or (host, port)) replies +PONG."""
+    family = socket.AF_UNIX if isinstance(address, str) else socket.AF_INET
+    try:
+        with socket.socket(family, socket.SOCK_STREAM) as sock:
+            sock.settimeout(timeout)
+            sock.connect(address)
+            sock.sendall(b"*1\r\n$4\r\nPING\r\n")
+            return sock.recv(16).startswith(b"+PONG")
+    except OSError:
+        return False
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@contextlib.contextmanager
+def _system_redis(maxmemory_bytes: int, unix_socket: bool, start_timeout: float) -> Iterator[str]:
+    """The system redis-server in a temporary directory, on loopback or a Unix socket; removed after."""
+    executable = shutil.which("redis-server")
+    if executable is None:
+        raise FileNotFoundError("redis-server is not installed (Debian/Ubuntu: apt-get install redis-server)")
+    with tempfile.TemporaryDirectory(prefix="kvlab-redis-") as directory:
+        if unix_socket:
+            path = str(Path(directory) / "redis.sock")
+            where: list[str] = ["--port", "0", "--unixsocket", path, "--unixsocketperm", "700"]
+            address: str | tuple[str, int] = path
+            url = f"unix://{path}"
+        else:
+            port = _free_port()
+            where = ["--port", str(port), "--bind", "127.0.0.1"]
+            address, url = ("127.0.0.1", port), f"redis://127.0.0.1:{port}"
+        command = [executable, *where, "--save", "", "--appendonly", "no", "--dir", directory,
+                   "--maxmemory", str(maxmemory_bytes), "--maxmemory-policy", "allkeys-lru",
+                   "--daemonize", "no", "--protected-mode", "yes", "--logfile", str(Path(directory) / "redis.log")]
+        process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                   stderr=subprocess.PIPE)
+        try:
+            deadline = time.monotonic() + start_timeout
+            while not _answers_ping(address):
+                if process.poll() is not None or time.monotonic() > deadline:
+                    log = Path(directory) / "redis.log"
+                    detail = log.read_text(errors="replace")[-2000:] if log.is_file() else ""
+                    raise RuntimeError(f"redis-server did not answer PING at {url} (exit code {process.poll()}):\n{detail}")
+                time.sleep(0.02)
+            yield url
+        finally:
+            process.terminate()
+            try:
+                process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+            if process.stderr is not None:
+                process.stderr.close()
+
+
+@contextlib.contextmanager
+def _embedded_redis(maxmemory_bytes: int) -> Iterator[str]:
+    server = EmbeddedRedisServer(maxmemory_bytes)
+    thread = threading.Thread(target=server.serve_forever, name="kvlab-embedded-redis", daemon=True)
+    thread.start()
+    try:
+        yield server.url
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=10)
+
+
+@contextlib.contextmanager
+def redis_server(maxmemory_bytes: int = 64 << 20, backend: str = "auto", unix_socket: bool = False,
+                 start_timeout: float = 10.0) -> Iterator[str]:
+    """Run a Redis server for the `with` block and yield its URL; stop it and remove its files after.
+
+    backend: "system" (the installed `redis-server`: FileNotFoundError when absent), "embedded"
+    (`EmbeddedRedisServer` in this process) or "auto" (system when installed, else embedded).
+    The system server listens on 127.0.0.1 at a free port (URL "redis://127.0.0.1:PORT") or, with
+    `unix_socket`, on a Unix socket in a temporary directory ("unix:///tmp/.../redis.sock"); it keeps
+    nothing on disk (--save "" --appendonly no) and is bounded by --maxmemory `maxmemory_bytes` with
+    --maxmemory-policy allkeys-lru. The embedded server always uses TCP on loopback.
+    """
+    if backend not in ("auto", "system", "embedded"):
+        raise ValueError(f"backend must be 'auto', 'system' or 'embedded'; got {backend!r}")
+    if backend == "system" or (backend == "auto" and shutil.which("redis-server")):
+        with _system_redis(maxmemory_bytes, unix_socket, start_timeout) as url:
+            yield url
+    else:
+        with _embedded_redis(maxmemory_bytes) as url:
+            yield url
