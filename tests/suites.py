@@ -54,6 +54,10 @@ SUITES = {
                 "BlockManager.append_tokens", "BlockManager.free", "BlockManager._take_free_block",
                 "BlockManager._cache_block",
             }),
+            "kv_connector.py": frozenset({
+                "chunk_keys", "serialize_chunk", "deserialize_chunk", "KVConnector.__init__", "KVConnector.lookup",
+                "KVConnector.load", "KVConnector.store",
+            }),
         },
         min_mutants=20,
         # The serving tests' state machine uses hypothesis; the cost guards need room on a busy machine.

@@ -1,4 +1,4 @@
-"""Module 6's bug catalog: mistakes students make in kv_memory.py and block_manager.py, as edits of the
+"""Module 6's bug catalog: mistakes students make in kv_memory.py, block_manager.py and kv_connector.py, as edits of the
 solution.
 
 tests/test_suites.py applies each one to `solutions/module06/` and checks that the tests of the tasks
@@ -11,6 +11,14 @@ from autograder.mutants import Mutant
 
 MEMORY = "kv_memory.py"
 MANAGER = "block_manager.py"
+CONNECTOR = "kv_connector.py"
+CONNECTOR_TASKS = ("kv_connector",)
+
+DIGEST = "digest = hashlib.sha256(parent + values[start:start + chunk_size].tobytes()).hexdigest()"
+CHECK_CRC = "    if zlib.crc32(body) != checksum:\n        return None\n"
+CHECK_NAME = "if body[shape_end:shape_end + name_length] != fingerprint.encode():"
+RUN_LOOP = ("            if not self.backend.exists(key):\n                break\n            run += 1\n")
+
 
 MLA_LINE = 'return _field(config, "kv_lora_rank") + _field(config, "qk_rope_head_dim")'
 TOUCH = """        for block in hits:
@@ -22,6 +30,14 @@ COUNT = """        if self.enable_caching:
             self.prefix_cache_queries += len(tokens)
             self.prefix_cache_hits += num_computed
 """
+
+CONNECTOR = "kv_connector.py"
+CONNECTOR_TASKS = ("kv_connector",)
+
+DIGEST = "digest = hashlib.sha256(parent + values[start:start + chunk_size].tobytes()).hexdigest()"
+CHECK_CRC = "    if zlib.crc32(body) != checksum:\n        return None\n"
+CHECK_NAME = "if body[shape_end:shape_end + name_length] != fingerprint.encode():"
+RUN_LOOP = ("            if not self.backend.exists(key):\n                break\n            run += 1\n")
 
 MUTANTS = [
     # kv_memory.py
@@ -151,4 +167,157 @@ MUTANTS = [
     Mutant("queue_starts_reversed", MANAGER,
            (("self.free_queue = FreeBlockQueue(self.blocks)", "self.free_queue = FreeBlockQueue(self.blocks[::-1])"),),
            "the free queue starts in reverse id order", ("prefix_hits", "eviction"), "free queue"),
+    # kv_connector.py
+    Mutant(
+        "keys_use_python_hash", CONNECTOR,
+        ((DIGEST, "digest = format(hash((parent, values[start:start + chunk_size].tobytes())) % 2**256, '064x')"),),
+        "the digest is Python's hash(), salted per process (LMCache's default): keys differ between engines",
+        CONNECTOR_TASKS, "different keys in different processes",
+    ),
+    Mutant(
+        "keys_not_chained", CONNECTOR, (("        parent = key.encode()\n", ""),),
+        "each key covers its own chunk only, so equal chunks at different places share a key",
+        CONNECTOR_TASKS, "not chained",
+    ),
+    Mutant(
+        "keys_for_partial_chunk", CONNECTOR,
+        (("range(0, len(values) - chunk_size + 1, chunk_size)", "range(0, len(values), chunk_size)"),),
+        "a trailing partial chunk gets a key too",
+        CONNECTOR_TASKS, "partial chunk",
+    ),
+    Mutant(
+        "keys_depend_on_dtype", CONNECTOR, (('    values = values.astype("<i8")\n', ""),),
+        "the tokens' bytes are hashed in their own dtype, so an int32 array and a list give other keys",
+        CONNECTOR_TASKS, "integer dtype",
+    ),
+    Mutant(
+        "keys_without_fingerprint", CONNECTOR, (('key = f"{fingerprint}:{digest}"', "key = digest"),),
+        "the key is the digest alone: two models share keys",
+        CONNECTOR_TASKS, "fingerprint",
+    ),
+    Mutant(
+        "no_checksum_check", CONNECTOR, ((CHECK_CRC, ""),),
+        "the checksum is written but never checked on read: a damaged payload comes back as wrong values",
+        CONNECTOR_TASKS, "no checksum",
+    ),
+    Mutant(
+        "fingerprint_not_checked", CONNECTOR, ((CHECK_NAME, "if False:"),),
+        "the fingerprint in the header is never compared: another model's KV loads",
+        CONNECTOR_TASKS, "fingerprint in the header must be compared",
+    ),
+    Mutant(
+        "fingerprint_prefix_match", CONNECTOR,
+        ((CHECK_NAME, "if not fingerprint.encode().startswith(body[shape_end:shape_end + name_length]):"),),
+        "the fingerprints are compared as a prefix: a chunk of model 'm' loads for model 'm2'",
+        CONNECTOR_TASKS, "compare the fingerprints whole",
+    ),
+    Mutant(
+        "short_data_raises", CONNECTOR,
+        (("    if len(data) < FIXED.size + CHECKSUM.size:\n        return None\n", ""),),
+        "data shorter than a checksum is not refused first: unpacking it raises instead of a miss",
+        CONNECTOR_TASKS, "must never raise",
+    ),
+    Mutant(
+        "serialize_upcasts_to_float64", CONNECTOR,
+        (('dtype = kv.dtype.newbyteorder("<")', 'dtype = np.dtype("<f8") if kv.dtype.kind == "f" else kv.dtype'),),
+        "every chunk is written as float64: a float32 chunk comes back float64 (and twice the bytes)",
+        CONNECTOR_TASKS, "dtype float64; expected float32",
+    ),
+    Mutant(
+        "payload_in_fortran_order", CONNECTOR,
+        (("payload = np.ascontiguousarray(kv, dtype=dtype).tobytes()", 'payload = kv.astype(dtype).tobytes(order="F")'),),
+        "the payload is written in Fortran order and read in C order: the values come back scrambled",
+        CONNECTOR_TASKS, "element order",
+    ),
+    Mutant(
+        "payload_pickled", CONNECTOR,
+        (("import hashlib\n", "import hashlib\nimport pickle\n"),
+         ("payload = np.ascontiguousarray(kv, dtype=dtype).tobytes()",
+          "payload = pickle.dumps(np.ascontiguousarray(kv, dtype=dtype))"),
+         ("    if int(np.prod(shape, dtype=object)) * dtype.itemsize != payload_length:\n        return None\n", ""),
+         ("return np.frombuffer(body, dtype=dtype, offset=shape_end + name_length).reshape(shape).copy()",
+          "return pickle.loads(body[shape_end + name_length:])")),
+        "the payload is a pickle inside a checked header: reading it runs whatever code the bytes name",
+        CONNECTOR_TASKS, "look like a pickle",
+    ),
+    Mutant(
+        "lookup_skips_missing_chunks", CONNECTOR,
+        ((RUN_LOOP, "            if self.backend.exists(key):\n                run += 1\n"),),
+        "lookup counts every stored chunk instead of the run from the start: a missing middle chunk is skipped",
+        CONNECTOR_TASKS, "missing middle chunk must end the run",
+    ),
+    Mutant(
+        "lookup_returns_chunks", CONNECTOR, (("        return run * self.chunk_size\n", "        return run\n"),),
+        "lookup returns the number of chunks, not of tokens",
+        CONNECTOR_TASKS, "lookup counts chunks; it returns tokens",
+    ),
+    Mutant(
+        "misses_not_counted", CONNECTOR, (("        self.misses += len(keys) - run\n", ""),),
+        "lookup never counts the chunks it did not find",
+        CONNECTOR_TASKS, "connector.misses",
+    ),
+    Mutant(
+        "load_skips_missing_chunk", CONNECTOR,
+        (("            chunk = None if value is None else deserialize_chunk(value, self.fingerprint)\n",
+          "            if value is None:\n                continue\n"
+          "            chunk = deserialize_chunk(value, self.fingerprint)\n"),),
+        "load leaves out a chunk evicted since lookup and returns the others, glued together",
+        CONNECTOR_TASKS, "missing chunk must not be skipped",
+    ),
+    Mutant(
+        "load_accepts_any_shape", CONNECTOR,
+        (("if chunk is None or chunk.ndim != 5 or chunk.shape[1:3] != (2, self.chunk_size):", "if chunk is None:"),
+         ("            if chunks and (chunk.shape != chunks[0].shape or chunk.dtype != chunks[0].dtype):\n"
+          "                return None\n", "")),
+        "load does not check the chunks' shapes: a chunk of another size is glued in",
+        CONNECTOR_TASKS, "wrong shape must be refused",
+    ),
+    Mutant(
+        "load_requires_multiple_of_chunk", CONNECTOR,
+        (("not 1 <= n <= len(keys) * self.chunk_size:", "n % self.chunk_size or not 1 <= n <= len(keys) * self.chunk_size:"),),
+        "load refuses an n that is not a multiple of chunk_size, which an engine asks for when the whole prompt is "
+        "stored (it recomputes the last token)",
+        CONNECTOR_TASKS, "need not be a multiple of chunk_size",
+    ),
+    Mutant(
+        "load_floors_chunks", CONNECTOR,
+        (("values = self.backend.mget(keys[:-(-n // self.chunk_size)])", "values = self.backend.mget(keys[:n // self.chunk_size])"),),
+        "load reads n // chunk_size chunks, one short when n is not a multiple of chunk_size",
+        CONNECTOR_TASKS, "ceil(n / chunk_size)",
+    ),
+    Mutant(
+        "hits_count_tokens", CONNECTOR, (("        self.hits += len(chunks)\n", "        self.hits += n\n"),),
+        "hits counts tokens loaded instead of chunks",
+        CONNECTOR_TASKS, "connector.hits",
+    ),
+    Mutant(
+        "bytes_loaded_counts_arrays", CONNECTOR,
+        (("        self.bytes_loaded += sum(len(value) for value in values if value is not None)\n", ""),
+         ("        self.hits += len(chunks)\n", "        self.hits += len(chunks)\n"
+          "        self.bytes_loaded += sum(chunk.nbytes for chunk in chunks)\n")),
+        "bytes_loaded counts the arrays' bytes, not the bytes received (headers and checksums left out)",
+        CONNECTOR_TASKS, "connector.bytes_loaded",
+    ),
+    Mutant(
+        "store_resends_stored_chunks", CONNECTOR,
+        (("            if self.backend.exists(key):\n                continue\n", ""),),
+        "store sends every chunk again, even those already in the store",
+        CONNECTOR_TASKS, "chunk already in the store is sent again",
+    ),
+    Mutant(
+        "store_always_chunk_zero", CONNECTOR,
+        (("kv[:, :, i * self.chunk_size:(i + 1) * self.chunk_size]", "kv[:, :, :self.chunk_size]"),),
+        "store writes chunk 0's KV under every key",
+        CONNECTOR_TASKS, "wrong slice",
+    ),
+    Mutant(
+        "store_attribute_hides_method", CONNECTOR,
+        (("        self.backend = store\n", "        self.store = store\n"),
+         ("            if not self.backend.exists(key):", "            if not self.store.exists(key):"),
+         ("values = self.backend.mget(", "values = self.store.mget("),
+         ("            if self.backend.exists(key):", "            if self.store.exists(key):"),
+         ("            self.backend.set(key, data)", "            self.store.set(key, data)")),
+        "__init__ keeps the store as self.store, which hides the method store",
+        CONNECTOR_TASKS, "hides the method",
+    ),
 ]

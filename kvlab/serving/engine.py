@@ -245,7 +245,10 @@ class Engine:
         loadable = min(int(self.kv_connector.lookup(tokens)), len(tokens) - 1)
         if loadable <= request.kv_length:
             return
-        kv = np.asarray(self.kv_connector.load(tokens, loadable))
+        loaded = self.kv_connector.load(tokens, loadable)
+        if loaded is None:  # a chunk evicted or damaged since lookup: a miss, computed below
+            return
+        kv = np.asarray(loaded)
         want = (self.cfg.n_layers, 2, loadable, self.cfg.n_kv_heads, self.cfg.d_head)
         if kv.shape != want:
             raise ValueError(f"kv_connector.load returned shape {kv.shape}; expected {want}")
