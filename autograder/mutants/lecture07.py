@@ -1,14 +1,14 @@
 """Lecture 7's bug catalog: mistakes students make in paged_kv.py and prefix_cache.py, as edits of
 the solution.
 
-`tests/test_lecture07_suite.py` applies each one to `solutions/lecture07/` and checks that the tests
+tests/test_suites.py applies each one to `solutions/lecture07/` and checks that the tests
 of the tasks listed catch it with a message containing `expect`. `tasks` names where the bug is
 graded; a BlockPool or PagedSequence bug usually costs the tasks built on them (prefix_cache,
 prefill) too, which the catalog does not require.
 """
 from __future__ import annotations
 
-from autograder.mutants import Mutant
+from autograder.mutants import Checks, Mutant
 
 PAGED = "paged_kv.py"
 PREFIX = "prefix_cache.py"
@@ -17,6 +17,10 @@ PREFIX = "prefix_cache.py"
 RESERVE_NEEDED = "needed = -(-(self.length + n) // size) - len(self.blocks)"
 HASH_STEP = "digest = hashlib.sha256(previous + values[start:start + block_size].tobytes()).hexdigest()"
 HIT_LINE = "hit += min(n * block_size, request.input_len)"
+
+# The hidden hit_ratio tests replay full-size traces: the whole suite takes too long to run once per
+# mutant, so each mutant is graded on the tests of its own tasks.
+CHECKS = Checks(min_mutants=15, run_seconds=600, mutants_run_own_tasks=True)
 
 MUTANTS = [
     # BlockPool
