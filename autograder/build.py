@@ -21,6 +21,7 @@ import os
 import sys
 import tempfile
 import zipfile
+from collections.abc import Collection
 from pathlib import Path
 
 from autograder.harness.assignment import REPO_ROOT, Assignment, AssignmentError, load_assignment
@@ -89,14 +90,16 @@ def package_files(assignment: Assignment, root: Path = REPO_ROOT) -> dict[str, b
     return dict(sorted(files.items()))
 
 
-def zip_bytes(files: dict[str, bytes]) -> bytes:
-    """A deterministic zip of `files`; the EXECUTABLES get mode 755, everything else 644."""
+def zip_bytes(files: dict[str, bytes], executables: Collection[str] = ()) -> bytes:
+    """A deterministic zip of `files` (zip path -> content): entries sorted, fixed timestamps, mode
+    755 for the `executables`, 644 for everything else. Gradescope packages and student bundles
+    (tools/release.py) both use it, so the same sources always give the same bytes."""
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w", compression=zipfile.ZIP_DEFLATED, compresslevel=9) as archive:
         for name, content in sorted(files.items()):
             info = zipfile.ZipInfo(name, date_time=ZIP_TIME)
             info.create_system = 3  # Unix, so unzip applies the mode bits below
-            info.external_attr = ((0o100755 if name in EXECUTABLES else 0o100644) << 16)
+            info.external_attr = ((0o100755 if name in executables else 0o100644) << 16)
             info.compress_type = zipfile.ZIP_DEFLATED
             archive.writestr(info, content)
     return buffer.getvalue()
@@ -105,7 +108,7 @@ def zip_bytes(files: dict[str, bytes]) -> bytes:
 def build(assignment_id: str, out_dir: Path, root: Path = REPO_ROOT) -> Path:
     """Write out_dir/<id>-autograder.zip atomically; return its path."""
     assignment = load_assignment(assignment_id, root)
-    data = zip_bytes(package_files(assignment, root))
+    data = zip_bytes(package_files(assignment, root), EXECUTABLES)
     out_dir.mkdir(parents=True, exist_ok=True)
     target = out_dir / f"{assignment.id}-autograder.zip"
     # Concurrent builds (make grade in two shells) each replace the file whole.
