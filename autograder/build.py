@@ -1,4 +1,4 @@
-"""Build the Gradescope autograder package: `python -m autograder.build lecture02 [lecture07 ...]`.
+"""Build the Gradescope autograder package: `python -m autograder.build [ID ...]` (default: every assignment).
 
 Writes `dist/<id>-autograder.zip` (`make autograder A=<id>`). Its root is Gradescope's
 /autograder/source: `setup.sh` and `run_autograder` (from `autograder/gradescope/`, the assignment
@@ -24,7 +24,7 @@ import zipfile
 from collections.abc import Collection
 from pathlib import Path
 
-from autograder.harness.assignment import REPO_ROOT, Assignment, AssignmentError, load_assignment
+from autograder.harness.assignment import REPO_ROOT, Assignment, AssignmentError, discover, load_assignment
 from autograder.harness.results import fault_results
 from kvlab.trace import mooncake_dir
 
@@ -126,10 +126,10 @@ def build(assignment_id: str, out_dir: Path, root: Path = REPO_ROOT) -> Path:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m autograder.build", description=__doc__.split("\n")[0])
-    parser.add_argument("assignments", nargs="+", metavar="ID", help="assignment ids, e.g. lecture02")
+    parser.add_argument("assignments", nargs="*", metavar="ID", help="assignment ids (default: every assignment)")
     parser.add_argument("--out", type=Path, default=REPO_ROOT / "dist", help="output folder (default: dist/)")
     args = parser.parse_args(argv)
-    for assignment_id in args.assignments:
+    for assignment_id in args.assignments or discover(REPO_ROOT):
         try:
             path = build(assignment_id, args.out)
         except (AssignmentError, FileNotFoundError) as error:

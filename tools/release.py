@@ -15,7 +15,7 @@ The bundle is everything a student needs to work offline and nothing they must n
 Never solutions, hidden tests, mutants or the repository's own tests: the bundle is assembled from
 the list above only, and the build fails if any line of a solution region turns up in it.
 
-    python -m tools.release ID [ID ...] [--out DIR]
+    python -m tools.release [ID ...] [--out DIR]     (default: every assignment)
 """
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ import sys
 from pathlib import Path
 
 from autograder.build import zip_bytes
-from autograder.harness.assignment import Assignment, AssignmentError, load_assignment
+from autograder.harness.assignment import Assignment, AssignmentError, discover, load_assignment
 from tools import make_starter
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -164,10 +164,10 @@ def write_bundle(assignment_id: str, out: Path, root: Path = ROOT) -> tuple[Path
 def main(argv: list[str] | None = None) -> int:
     """Command line: build each named bundle, print where it went, exit 1 with the reason on error."""
     parser = argparse.ArgumentParser(prog="python -m tools.release", description=__doc__.split("\n")[0])
-    parser.add_argument("ids", nargs="+", help="assignments to bundle, e.g. lecture02")
+    parser.add_argument("ids", nargs="*", help="assignments to bundle (default: every assignment)")
     parser.add_argument("--out", type=Path, default=ROOT / "dist", help="output folder (default: dist/)")
     args = parser.parse_args(argv)
-    for assignment_id in args.ids:
+    for assignment_id in args.ids or discover(ROOT):
         try:
             folder, archive = write_bundle(assignment_id, args.out)
         except ReleaseError as error:
