@@ -148,9 +148,10 @@ def run_autograder(root: Path, python: str = sys.executable) -> dict[str, Any]:
     return results
 
 
-@pytest.mark.parametrize(("submission", "score"), [("solutions", 100), ("starter", 0)])
+@pytest.mark.parametrize(("submission", "full_marks"), [("solutions", True), ("starter", False)])
 def test_run_autograder_grades_reference_and_starter(assignment: Assignment, package: Path, tmp_path: Path,
-                                                     submission: str, score: int) -> None:
+                                                     submission: str, full_marks: bool) -> None:
+    score = assignment.max_score if full_marks else 0
     results = run_autograder(autograder_root(tmp_path, package, REPO / submission / assignment.id))
     assert results["extra_data"]["status"] == "graded", f"{submission}: {results['output']}"
     assert results["score"] == score, f"{submission} should score {score}, got {results['score']}"
