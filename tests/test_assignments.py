@@ -13,6 +13,7 @@ import os
 import shutil
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -43,7 +44,7 @@ def test_assignment_has_every_part(assignment_id: str) -> None:
 
 def test_a_missing_part_is_named(tmp_path: Path) -> None:
     lecture = load_assignment(ASSIGNMENT_IDS[0], REPO)
-    copy = parse_assignment(json.loads((lecture.directory / "assignment.json").read_text()), tmp_path)
+    copy = replace(lecture, root=tmp_path)
     shutil.copytree(lecture.directory, copy.directory)
     missing = copy.missing_parts()
     assert f"solution (solutions/{copy.id})" in missing and f"mutant catalog (autograder/mutants/{copy.id}.py)" in missing, (
