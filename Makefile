@@ -3,14 +3,15 @@
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
-ASSIGNMENTS := $(notdir $(patsubst %/assignment.json,%,$(wildcard assignments/*/assignment.json)))
+# autograder.harness.assignment.discover: every folder of assignments/ holding an assignment.json.
+ASSIGNMENTS := $(shell $(PYTHON) -m autograder.harness.assignment)
 A ?= $(firstword $(ASSIGNMENTS))
 SUB ?= solutions/$(A)
 OUT ?= dist/$(A)-results.json
 SUBS ?=
 JOBS ?= 2
 
-.PHONY: all venv traces starter release autograder grade grade-all grade-reference demo bench test check-py310 clean
+.PHONY: all venv traces new starter release autograder grade grade-all grade-reference demo bench test check-py310 clean
 
 # Ends with one line naming `make traces` when the real traces could not be installed.
 all: venv traces starter release autograder grade-reference
@@ -33,6 +34,9 @@ venv: $(VENV)/.installed
 # published commit, SHA-256 checked (tools/traces.py). Without either, one line says so; exit 0.
 traces: venv
 	$(PY) -m tools.traces
+# A new assignment from tools/assignment_template (its solution, starter, tests, catalog, handout, demo).
+new: venv
+	$(PY) -m tools.new_assignment $(if $(filter command line,$(origin A)),$(A),$(error make new needs A=<id>))
 
 starter: venv
 	$(PY) -m tools.make_starter

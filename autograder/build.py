@@ -1,4 +1,4 @@
-"""Build the Gradescope autograder package: `python -m autograder.build lecture02 [lecture07 ...]`.
+"""Build the Gradescope autograder package: `python -m autograder.build [ID ...]` (default: every assignment).
 
 Writes `dist/<id>-autograder.zip` (`make autograder A=<id>`). Its root is Gradescope's
 /autograder/source: `setup.sh` and `run_autograder` (from `autograder/gradescope/`, the assignment
@@ -21,9 +21,10 @@ import os
 import sys
 import tempfile
 import zipfile
+from collections.abc import Collection
 from pathlib import Path
 
-from autograder.harness.assignment import REPO_ROOT, Assignment, AssignmentError, load_assignment
+from autograder.harness.assignment import REPO_ROOT, Assignment, AssignmentError, discover, load_assignment
 from autograder.harness.results import fault_results
 from kvlab.trace import mooncake_dir
 from tools.traces import missing_line
@@ -80,9 +81,9 @@ def package_files(assignment: Assignment, root: Path = REPO_ROOT) -> dict[str, b
     files = {
         "setup.sh": (TEMPLATES / "setup.sh").read_bytes(),
         "run_autograder": run_autograder_script(assignment),
-        **_file(root, "requirements/grader.txt"),
-        **_file(root, "requirements/student.txt"),
-        **_file(root, "requirements/serving.txt"),
+        # The image's setup.sh installs grader.txt, which includes the others but instructor.txt.
+        **{name: data for path in sorted((root / "requirements").glob("*.txt")) if path.name != "instructor.txt"
+           for name, data in _file(root, f"requirements/{path.name}").items()},
         **_tree(root, "kvlab"),
         **_file(root, "autograder/__init__.py"),
         **_tree(root, "autograder/harness"),
@@ -94,14 +95,16 @@ def package_files(assignment: Assignment, root: Path = REPO_ROOT) -> dict[str, b
     return dict(sorted(files.items()))
 
 
-def zip_bytes(files: dict[str, bytes]) -> bytes:
-    """A deterministic zip of `files`; the EXECUTABLES get mode 755, everything else 644."""
+def zip_bytes(files: dict[str, bytes], executables: Collection[str] = ()) -> bytes:
+    """A deterministic zip of `files` (zip path -> content): entries sorted, fixed timestamps, mode
+    755 for the `executables`, 644 for everything else. Gradescope packages and student bundles
+    (tools/release.py) both use it, so the same sources always give the same bytes."""
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w", compression=zipfile.ZIP_DEFLATED, compresslevel=9) as archive:
         for name, content in sorted(files.items()):
             info = zipfile.ZipInfo(name, date_time=ZIP_TIME)
             info.create_system = 3  # Unix, so unzip applies the mode bits below
-            info.external_attr = ((0o100755 if name in EXECUTABLES else 0o100644) << 16)
+            info.external_attr = ((0o100755 if name in executables else 0o100644) << 16)
             info.compress_type = zipfile.ZIP_DEFLATED
             archive.writestr(info, content)
     return buffer.getvalue()
@@ -110,7 +113,7 @@ def zip_bytes(files: dict[str, bytes]) -> bytes:
 def build(assignment_id: str, out_dir: Path, root: Path = REPO_ROOT) -> Path:
     """Write out_dir/<id>-autograder.zip atomically; return its path."""
     assignment = load_assignment(assignment_id, root)
-    data = zip_bytes(package_files(assignment, root))
+    data = zip_bytes(package_files(assignment, root), EXECUTABLES)
     out_dir.mkdir(parents=True, exist_ok=True)
     target = out_dir / f"{assignment.id}-autograder.zip"
     # Concurrent builds (make grade in two shells) each replace the file whole.
@@ -128,10 +131,10 @@ def build(assignment_id: str, out_dir: Path, root: Path = REPO_ROOT) -> Path:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m autograder.build", description=__doc__.split("\n")[0])
-    parser.add_argument("assignments", nargs="+", metavar="ID", help="assignment ids, e.g. lecture02")
+    parser.add_argument("assignments", nargs="*", metavar="ID", help="assignment ids (default: every assignment)")
     parser.add_argument("--out", type=Path, default=REPO_ROOT / "dist", help="output folder (default: dist/)")
     args = parser.parse_args(argv)
-    for assignment_id in args.assignments:
+    for assignment_id in args.assignments or discover(REPO_ROOT):
         try:
             path = build(assignment_id, args.out)
         except MissingTraces as error:

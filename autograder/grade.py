@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from autograder.build import build
-from autograder.harness.assignment import REPO_ROOT, AssignmentError, known_assignments, load_assignment
+from autograder.harness.assignment import REPO_ROOT, AssignmentError, discover, load_assignment
 from autograder.harness.results import fault_results, write_json_atomically
 from kvlab.tables import format_table
 
@@ -88,7 +88,7 @@ def grade_submission(package: Path, submission: Path, out: Path, python: str = s
             results = json.loads(produced.read_text(encoding="utf-8"))
         else:
             # Only a run_autograder stopped above gets here (Gradescope would show nothing at all).
-            (assignment_id,) = known_assignments(source)  # a package holds exactly one assignment
+            (assignment_id,) = discover(source)  # a package holds exactly one assignment
             max_score = load_assignment(assignment_id, source).max_score
             results = fault_results(assignment_id, max_score, time.monotonic() - started)
         write_json_atomically(out, results)

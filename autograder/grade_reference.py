@@ -1,6 +1,6 @@
 """Grade the reference solutions as Gradescope would (`make grade-reference`).
 
-    python -m autograder.grade_reference lecture02 [lecture07 ...]
+    python -m autograder.grade_reference [ID ...]        (default: every assignment)
 
 For each assignment it grades `solutions/<id>` through the Gradescope package (autograder.grade)
 and prints the score tables. Exit status 1 unless every reference gets full marks with every test
@@ -16,7 +16,7 @@ from typing import Any
 
 from autograder.build import MissingTraces, build
 from autograder.grade import EXIT_USAGE, grade_submission, report
-from autograder.harness.assignment import REPO_ROOT, AssignmentError, load_assignment
+from autograder.harness.assignment import REPO_ROOT, AssignmentError, discover, load_assignment
 
 
 def full_marks_problem(results: dict[str, Any]) -> str | None:
@@ -33,8 +33,9 @@ def full_marks_problem(results: dict[str, Any]) -> str | None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m autograder.grade_reference", description=__doc__.split("\n")[0])
-    parser.add_argument("assignments", nargs="+", metavar="ID", help="assignment ids, e.g. lecture02")
+    parser.add_argument("assignments", nargs="*", metavar="ID", help="assignment ids (default: every assignment)")
     args = parser.parse_args(argv)
+    args.assignments = args.assignments or discover(REPO_ROOT)
     try:
         for assignment_id in args.assignments:
             load_assignment(assignment_id, REPO_ROOT)

@@ -1,12 +1,16 @@
 """What the repository's tests of an assignment's test suites share.
 
-`Suite` names one assignment's reference solution, public and hidden tests, tasks and bug catalog,
-and runs those tests against a submission folder the way the grader runs them (--noconftest
---assert=plain, with the in-process `student` fixture of kvlab.testing), reading the results from
---junitxml as `Outcome`s. The `check_*` functions are the assertions test_suites.py makes for every
-assignment; `assert_all_not_implemented` is the starter's "worth zero
-points" check of test_starter.py and test_release.py. Every assert carries a message, since a
-failure here must say what went wrong without the reader opening this file.
+`Suite` is one assignment as the tests of the tests see it: its `Assignment` (autograder.harness.
+assignment), its bug catalog and `Checks` (autograder/mutants/<id>.py), and the contract the catalog
+must break, derived from the starter's stubs. `grade_batch` grades submissions (the reference, the
+starter, the catalog's mutants) through `autograder.harness.run.run`, the code path of Gradescope's
+run_autograder, once sandboxed and once in-process, in subprocesses of tests/grade_batch.py; the
+`check_*` functions are the assertions test_suites.py makes on the results.json they write.
+
+The junit half (`read_junit`, `Outcome.data_skip`, `assert_all_not_implemented`) reads the runs of
+the students' own path (`pytest -p kvlab.testing`, `make test` in a bundle) for test_starter.py and
+test_release.py. Every assert carries a message, since a failure here must say what went wrong
+without the reader opening this file.
 
 Imported as `from suite_support import ...`: tests/ has no __init__.py, so pytest's default
 ("prepend") import mode puts tests/ on sys.path.
@@ -15,37 +19,48 @@ from __future__ import annotations
 
 import ast
 import json
+import os
 import re
+import shutil
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
 from collections import defaultdict
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cached_property
 from pathlib import Path
-
-import pytest
+from typing import Any
 
 from autograder import mutants
-from kvlab.trace import mooncake_dir
+from autograder.harness.assignment import Assignment, discover, load_assignment
+from kvlab.trace import BLOCK, make_trace, mooncake_dir
 
 REPO = Path(__file__).resolve().parents[1]
 
-# Assignments with both a task table and a reference solution: those with a starter to check.
-ASSIGNMENT_IDS = sorted(
-    path.parent.name for path in (REPO / "assignments").glob("*/assignment.json")
-    if (REPO / "solutions" / path.parent.name).is_dir()
-)
+# Every assignment of the repository (the missing-parts test checks each is complete).
+ASSIGNMENT_IDS = discover(REPO)
 
-# The one skip a run may report: autograder/hidden/lecture07/test_hidden_hit_ratio.py's test on
-# Mooncake's conversation trace, which the repository does not ship (kvlab.trace.mooncake_dir).
+# The one skip a students'-path run may report: autograder/hidden/lecture07/test_hidden_hit_ratio.py's
+# test on Mooncake's conversation trace, which the repository does not ship (kvlab.trace.mooncake_dir).
 # Matched by its whole reason, so any other skip (or this one reworded) still fails the checks.
 DATA_FILE = "conversation_trace.jsonl"
 DATA_SKIP_REASON = f"Mooncake's {DATA_FILE} is not installed (see kvlab.trace.mooncake_dir)"
 
-# Mutant runs at a time: each is a pytest process keeping about one core busy.
+# Grading subprocesses at a time: each keeps about one core busy (2 cores here).
 PARALLEL_RUNS = 2
+# Submissions graded by one subprocess: they share its start-up (numpy, pytest, the harness).
+BATCH_SIZE = 4
+# The grader's modes, in the order a batch runs them.
+MODES = ("sandbox", "inprocess")
+# In the tests root of these checks, hidden tests' results carry this visibility and public tests'
+# "visible", so results.json says which tests are public; nothing else in grading reads it.
+HIDDEN_MARK = "hidden"
+
+# The start of the grader's message for a test stopped by its whole-test limit (autograder.harness.
+# plugin). In-process grading has no per-call timeout, so there a slow call ends with this message
+# instead of the test's own timeout message; sandboxed, each call has its timeout.
+WHOLE_TEST_TIMEOUT = "this test took longer than"
 
 # Characters of a message shown per test in a listing: enough for the first lines of a failure.
 LISTED_CHARS = 300
@@ -53,13 +68,14 @@ LISTED_CHARS = 300
 
 @dataclass(frozen=True)
 class Outcome:
-    """One test's result as the junit report gives it."""
+    """One test's result, from a junit report or from results.json."""
 
-    test: str  # "<classname>.<name>", e.g. "assignments.lecture02.tests.test_kv_cache.test_update"
-    task: str  # from kvlab.testing's task property; "ungraded" for a test without the marker
+    test: str  # junit: "<classname>.<name>"; results.json: "<number> <name>", e.g. "1.3 test_update"
+    task: str  # the task marker's; "ungraded" for a test without one
     points: float
     status: str  # "passed", "failed", "error" or "skipped"
     message: str  # the failure and error messages joined by " | ", or the skip reason
+    public: bool
 
     @property
     def passed(self) -> bool:
@@ -105,7 +121,9 @@ def read_junit(report: Path) -> list[Outcome]:
             status, message = "skipped", skipped.get("message", "")
         else:
             status, message = "passed", ""
-        outcomes.append(Outcome(f"{case.get('classname')}.{case.get('name')}", name, float(points), status, message))
+        classname = case.get("classname", "")
+        outcomes.append(Outcome(f"{classname}.{case.get('name')}", name, float(points), status, message,
+                                public=classname.startswith("assignments.")))
     return outcomes
 
 
@@ -122,9 +140,9 @@ def not_passed(outcomes: Sequence[Outcome]) -> list[Outcome]:
 def assert_all_not_implemented(outcomes: Sequence[Outcome], output: str) -> None:
     """Every test failed with a NotImplementedError (the data skip aside); none passed or errored.
 
-    `output` is pytest's console output, shown when the report holds no test at all.
+    `output` is the run's console output, shown when the report holds no test at all.
     """
-    assert outcomes, f"no test ran; pytest's output:\n{output[-3000:]}"
+    assert outcomes, f"no test ran; the run's output:\n{output[-3000:]}"
     wrong = [o for o in outcomes
              if not (o.status == "failed" and "NotImplementedError" in o.message) and not o.data_skip]
     assert not wrong, (f"{len(wrong)} of {len(outcomes)} tests did not fail with NotImplementedError on the "
@@ -142,84 +160,174 @@ def enclosing_function(tree: ast.Module, line: int) -> str:
     return found
 
 
+def stubbed_functions(source: str) -> frozenset[str]:
+    """Qualified names (function, Class.method) of the defs whose own body raises NotImplementedError."""
+    tree = ast.parse(source)
+    found = set()
+    for node in tree.body:
+        members = node.body if isinstance(node, ast.ClassDef) else [node]
+        for member in members:
+            if not isinstance(member, ast.FunctionDef):
+                continue
+            raises = [n for n in ast.walk(member) if isinstance(n, ast.Raise) and n.exc is not None
+                      and getattr(getattr(n.exc, "func", n.exc), "id", None) == "NotImplementedError"]
+            if raises:
+                found.add(f"{node.name}.{member.name}" if member is not node else member.name)
+    return frozenset(found)
+
+
+def task_markers(path: Path) -> set[str]:
+    """The task names of the `task` markers in a test file (`pytest.mark.task("<name>", ...)`)."""
+    return {node.args[0].value for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "task"
+            and node.args and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str)}
+
+
 @dataclass(frozen=True)
 class Suite:
-    """One assignment's public and hidden tests, as the repository's suite tests run them.
+    """One assignment's public and hidden tests and bug catalog, as the tests of the tests see them."""
 
-    The fields are what differs between assignments; the paths, tasks and catalog follow from
-    `assignment` by the repository's layout.
-    """
-
-    assignment: str
-    # Submitted file -> the functions and methods of the student contract the catalog must break.
-    contract: dict[str, frozenset[str]]
-    min_mutants: int
-    # Extra pytest options of every run: the per-test timeout, plugins to leave out.
-    pytest_args: tuple[str, ...]
-    # Seconds a whole run may take before it counts as hung.
-    run_timeout: int
-    # True: a mutant's run holds only the test files of its tasks, and each of them must lose points.
-    # False: it runs every test, and no task outside the mutant's may lose points.
-    mutants_run_own_tasks: bool
+    assignment: Assignment
 
     @property
-    def solution(self) -> Path:
-        """The reference solution's folder (the files `files` of assignment.json)."""
-        return REPO / "solutions" / self.assignment
-
-    @property
-    def public(self) -> Path:
-        """The public tests, shipped to students."""
-        return REPO / "assignments" / self.assignment / "tests"
-
-    @property
-    def hidden(self) -> Path:
-        """The hidden tests, run by the grader only."""
-        return REPO / "autograder" / "hidden" / self.assignment
-
-    @cached_property
-    def tasks(self) -> dict[str, int]:
-        """Task name -> points, from assignment.json."""
-        assignment = json.loads((REPO / "assignments" / self.assignment / "assignment.json").read_text())
-        return {task["name"]: task["points"] for task in assignment["tasks"]}
+    def id(self) -> str:
+        return self.assignment.id
 
     @cached_property
     def catalog(self) -> list[mutants.Mutant]:
-        """The bug catalog, autograder/mutants/<assignment>.py."""
-        return mutants.load(self.assignment)
+        """The bug catalog, autograder/mutants/<id>.py."""
+        return mutants.load(self.id)
+
+    @cached_property
+    def checks(self) -> mutants.Checks:
+        """The catalog's settings of these checks (its CHECKS, or the defaults)."""
+        return mutants.checks(self.id)
+
+    @cached_property
+    def contract(self) -> dict[str, frozenset[str]]:
+        """Submitted file -> the functions and methods the catalog must break: those the starter stubs."""
+        return {name: stubbed_functions((self.assignment.starter / name).read_text(encoding="utf-8"))
+                for name in self.assignment.files}
+
+    @property
+    def tasks(self) -> dict[str, float]:
+        """Task name -> points, from assignment.json."""
+        return {task.name: task.points for task in self.assignment.tasks}
 
     @property
     def test_files(self) -> list[Path]:
         """Every .py file of the public and hidden tests, helpers included."""
-        return sorted([*self.public.glob("*.py"), *self.hidden.glob("*.py")])
+        return sorted([*self.assignment.public_tests.glob("*.py"), *self.assignment.hidden_tests.glob("*.py")])
 
     def task_files(self, tasks: Sequence[str]) -> list[Path]:
         """The public and hidden test files of `tasks`: test_<task>.py and test_hidden_<task>.py."""
-        return [path for task in tasks for path in (self.public / f"test_{task}.py", self.hidden / f"test_hidden_{task}.py")]
+        return [path for task in tasks for path in (self.assignment.public_tests / f"test_{task}.py",
+                                                    self.assignment.hidden_tests / f"test_hidden_{task}.py")]
 
-    def run(self, submission: Path, report: Path, paths: Sequence[Path] = ()) -> list[Outcome]:
-        """Run the tests in `paths` (default: all public and hidden tests) against `submission`."""
-        command = [
-            sys.executable, "-m", "pytest", "-p", "kvlab.testing", "--submission", str(submission),
-            "--noconftest", "--assert=plain", "-q", "-p", "no:cacheprovider", *self.pytest_args,
-            f"--junitxml={report}", *map(str, paths or (self.public, self.hidden)),
-        ]
-        run = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=self.run_timeout)
-        assert run.returncode in (0, 1) and report.is_file(), (
-            f"pytest exited with {run.returncode} (0 or 1 expected):\n{run.stdout[-3000:]}\n{run.stderr[-3000:]}"
-        )
-        outcomes = read_junit(report)
-        assert outcomes, f"the run reported no tests:\n{run.stdout[-3000:]}"
-        return outcomes
+    def tests_root(self, destination: Path, tasks: Sequence[str] = ()) -> Path:
+        """A tests root for autograder.harness.run (`--tests-root`) grading `tasks` (default: all).
 
-    def run_mutant(self, mutant: mutants.Mutant, folder: Path) -> list[Outcome]:
-        """The mutant's tests (see `mutants_run_own_tasks`), run against the solution with the mutant applied."""
-        submission = mutants.apply(mutant, self.solution, folder / "submission")
-        return self.run(submission, folder / "report.xml", self.task_files(mutant.tasks) if self.mutants_run_own_tasks else ())
+        It holds assignment.json with only those tasks and with HIDDEN_MARK as the hidden tests'
+        visibility, their test files, and every helper (a file not named test_*.py).
+        """
+        chosen = set(tasks or self.tasks)
+        source = self.assignment
+        data = json.loads((source.directory / "assignment.json").read_text(encoding="utf-8"))
+        data["tasks"] = [task for task in data["tasks"] if task["name"] in chosen]
+        data["visibility"] = {"public": "visible", "hidden": HIDDEN_MARK}
+        target = replace(source, root=destination)
+        selected = set(self.task_files(sorted(chosen)))
+        for folder, copy in ((source.public_tests, target.public_tests), (source.hidden_tests, target.hidden_tests)):
+            copy.mkdir(parents=True)
+            for path in folder.glob("*.py"):
+                if path in selected or not path.name.startswith("test_"):
+                    shutil.copyfile(path, copy / path.name)
+        (target.directory / "assignment.json").write_text(json.dumps(data), encoding="utf-8")
+        return destination
+
+
+def suites() -> dict[str, Suite]:
+    """Every assignment's Suite, by id."""
+    return {name: Suite(load_assignment(name, REPO)) for name in ASSIGNMENT_IDS}
+
+
+def stand_in_traces(names: Sequence[str], folder: Path) -> dict[str, str]:
+    """Environment that gives the grading processes every Mooncake trace in `names`.
+
+    Nothing when mooncake_dir() holds them all. Otherwise `folder` gets a stand-in for each: a
+    synthetic trace (kvlab.trace.make_trace, 3,000 requests) in Mooncake's JSON-lines format, so the
+    hidden tests that replay a real trace still run, against the trusted replay of the stand-in,
+    instead of skipping (which the grader rightly counts as its own fault).
+    """
+    if all((mooncake_dir() / name).is_file() for name in names):
+        return {}
+    folder.mkdir(parents=True, exist_ok=True)
+    for seed, name in enumerate(names, start=1):
+        lines = [json.dumps({"timestamp": round(r.arrival * 1000), "input_length": r.input_len,
+                             "output_length": r.output_len, "hash_ids": list(r.blocks)})
+                 for r in make_trace(seed, n_requests=3000, duration=600.0)
+                 if len(r.blocks) == -(-r.input_len // BLOCK)]
+        (folder / name).write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return {"KVLAB_MOONCAKE_DIR": str(folder)}
+
+
+@dataclass(frozen=True)
+class Job:
+    """One submission to grade in both modes: `out`/sandbox.json and `out`/inprocess.json."""
+
+    assignment: str
+    label: str  # "reference", "starter" or a mutant's name
+    submission: Path
+    tests_root: Path
+    out: Path
+    seconds: float  # how long its two runs may take
+
+
+@dataclass(frozen=True)
+class Graded:
+    """What the grader wrote for one submission, per mode: the results and their outcomes."""
+
+    job: Job
+    results: dict[str, dict[str, Any]]
+
+    def outcomes(self, mode: str) -> list[Outcome]:
+        """The per-test outcomes of `mode`'s results.json; an AssertionError if the grader failed."""
+        results = self.results[mode]
+        assert results["extra_data"]["status"] == "graded", (
+            f"{self.job.assignment} {self.job.label} ({mode}): the grader failed instead of grading; see the "
+            f"captured output of the grading run:\n{results['output']}")
+        return [Outcome(f"{t['number']} {t['name']}", t["tags"][0], float(t["max_score"]), t["status"], t["output"],
+                        public=t["visibility"] != HIDDEN_MARK) for t in results["tests"]]
+
+
+def grade_batch(jobs: Sequence[Job], env: dict[str, str]) -> dict[str, Graded]:
+    """Grade `jobs` in one subprocess (tests/grade_batch.py), both modes each; Graded by label."""
+    spec = jobs[0].out.parent / f"{jobs[0].label}-batch.json"
+    spec.write_text(json.dumps([{"assignment": j.assignment, "submission": str(j.submission),
+                                 "tests_root": str(j.tests_root), "out": str(j.out)} for j in jobs]))
+    done = subprocess.run([sys.executable, str(REPO / "tests" / "grade_batch.py"), str(spec)], cwd=REPO,
+                          env={**os.environ, "PYTHONPATH": str(REPO), **env}, capture_output=True, text=True,
+                          timeout=sum(j.seconds for j in jobs))
+    assert done.returncode == 0, (f"grading {', '.join(j.label for j in jobs)} exited {done.returncode}:\n"
+                                  f"{done.stdout[-3000:]}\n{done.stderr[-3000:]}")
+    return {j.label: Graded(j, {mode: json.loads((j.out / f"{mode}.json").read_text(encoding="utf-8"))
+                                for mode in MODES}) for j in jobs}
+
+
+def check_modes_agree(graded: Graded) -> None:
+    """The sandboxed and the in-process grade have the same tests with the same outcome each."""
+    sandbox, inprocess = ({o.test: o for o in graded.outcomes(mode)} for mode in MODES)
+    assert sandbox.keys() == inprocess.keys(), (
+        f"{graded.job.label}: the modes graded different tests: only sandboxed {sorted(sandbox.keys() - inprocess.keys())}, "
+        f"only in-process {sorted(inprocess.keys() - sandbox.keys())}")
+    differ = [name for name in sandbox if sandbox[name].status != inprocess[name].status]
+    assert not differ, (f"{graded.job.label}: sandboxed and in-process outcomes differ:\n"
+                        + "\n".join(f"  sandbox {listing([sandbox[n]])}\n  in-process {listing([inprocess[n]])}"
+                                    for n in differ))
 
 
 def check_solution_passes(outcomes: Sequence[Outcome]) -> None:
-    """The reference solution passes every test (the data skip aside)."""
+    """The reference solution passes every test."""
     failed = not_passed(outcomes)
     assert not failed, f"the reference solution does not pass {len(failed)} tests:\n{listing(failed)}"
 
@@ -232,7 +340,7 @@ def check_points_add_up(suite: Suite, outcomes: Sequence[Outcome]) -> None:
     assert dict(totals) == {task: float(points) for task, points in suite.tasks.items()}, (
         f"points per task in the tests {dict(totals)} differ from assignment.json {suite.tasks}"
     )
-    public_tasks = {o.task for o in outcomes if o.test.startswith("assignments.")}
+    public_tasks = {o.task for o in outcomes if o.public}
     assert public_tasks == set(suite.tasks), f"every task needs public tests; found public tests for {sorted(public_tasks)}"
 
 
@@ -245,41 +353,45 @@ def check_asserts_have_messages(path: Path) -> None:
 
 def check_catalog(suite: Suite) -> None:
     """Every mutant applies, stays valid Python, names known tasks, and together they break the contract."""
-    assert len(suite.catalog) >= suite.min_mutants, (
-        f"the catalog should hold at least {suite.min_mutants} mutants; it holds {len(suite.catalog)}")
+    assert len(suite.catalog) >= suite.checks.min_mutants, (
+        f"the catalog should hold at least {suite.checks.min_mutants} mutants; it holds {len(suite.catalog)}")
     covered: dict[str, set[str]] = defaultdict(set)
     for mutant in suite.catalog:
         assert mutant.file in suite.contract, f"mutant {mutant.name} edits {mutant.file}, not a submitted file"
-        text = (suite.solution / mutant.file).read_text(encoding="utf-8")
+        text = (suite.assignment.solution / mutant.file).read_text(encoding="utf-8")
         mutated = mutants.mutate(mutant, text)
         assert mutated != text, f"mutant {mutant.name} changes nothing"
         try:
             ast.parse(mutated)
         except SyntaxError as error:
-            pytest.fail(f"mutant {mutant.name} makes {mutant.file} invalid Python: {error}")
+            raise AssertionError(f"mutant {mutant.name} makes {mutant.file} invalid Python: {error}") from error
         assert mutant.tasks and set(mutant.tasks) <= set(suite.tasks), f"mutant {mutant.name} names unknown tasks {mutant.tasks}"
         tree = ast.parse(text)
         for old, _ in mutant.replacements:
             covered[mutant.file].add(enclosing_function(tree, text[: text.index(old)].count("\n") + 1))
     for file, functions in suite.contract.items():
+        assert functions, f"the starter's {file} stubs no function: the contract would be empty"
         assert functions <= covered[file], f"no mutant breaks {sorted(functions - covered[file])} in {file}"
 
 
-def check_mutant_caught(suite: Suite, mutant: mutants.Mutant, outcomes: Sequence[Outcome]) -> None:
-    """Some test fails, in the tasks the mutant names, and one message contains its `expect` words."""
+def check_mutant_caught(suite: Suite, mutant: mutants.Mutant, outcomes: Sequence[Outcome], mode: str) -> None:
+    """Some test fails, in the tasks the mutant names, and one message contains its `expect` words
+    (in-process, the grader's whole-test timeout stands for them: see WHOLE_TEST_TIMEOUT)."""
     failed = not_passed(outcomes)
-    assert failed, f"mutant {mutant.name} ({mutant.description}) passes every test"
+    about = f"mutant {mutant.name} ({mutant.description}), graded {mode}"
+    assert failed, f"{about} passes every test"
     lost = {o.task for o in failed}
-    if suite.mutants_run_own_tasks:
+    if suite.checks.mutants_run_own_tasks:
         assert lost == set(mutant.tasks), (
-            f"mutant {mutant.name} ({mutant.description}) loses points in {sorted(lost)}; the catalog expects "
-            f"{sorted(mutant.tasks)}:\n{listing(failed)}"
-        )
+            f"{about} loses points in {sorted(lost)}; the catalog expects {sorted(mutant.tasks)}:\n{listing(failed)}")
     else:
         assert lost <= set(mutant.tasks), (
-            f"mutant {mutant.name} loses points in {sorted(lost)}; the catalog expects only "
-            f"{sorted(mutant.tasks)}:\n{listing(failed)}"
-        )
-    assert any(mutant.expect.casefold() in o.message.casefold() for o in failed), (
-        f"no failure message of mutant {mutant.name} contains {mutant.expect!r}:\n{listing(failed)}"
-    )
+            f"{about} loses points in {sorted(lost)}; the catalog expects only {sorted(mutant.tasks)}:\n{listing(failed)}")
+    named = [mutant.expect.casefold()] + ([WHOLE_TEST_TIMEOUT] if mode == "inprocess" else [])
+    assert any(words in o.message.casefold() for o in failed for words in named), (
+        f"no failure message of {about} in results.json contains {mutant.expect!r}:\n{listing(failed)}")
+
+
+def fails_a_public_test(outcomes: Sequence[Outcome]) -> bool:
+    """Whether a public test (one a student runs before submitting) did not pass."""
+    return any(o.public for o in not_passed(outcomes))

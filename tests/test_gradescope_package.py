@@ -1,6 +1,8 @@
-"""The Gradescope package (python -m autograder.build): exactly the grading files, no solution text,
-runnable scripts, reproducible bytes; unpacked like /autograder, its run_autograder grades the
-reference and the starter, and leaves the contact-the-staff result whenever the grader breaks.
+"""The Gradescope package (python -m autograder.build) of every assignment: exactly the grading files,
+no solution text, runnable scripts, reproducible bytes; unpacked like /autograder, its run_autograder
+grades the reference and the starter, and leaves the contact-the-staff result whenever the grader
+breaks. Where the Mooncake traces an assignment needs are absent, the package carries stand-ins
+(suite_support.stand_in_traces).
 """
 from __future__ import annotations
 
@@ -12,7 +14,7 @@ import stat
 import subprocess
 import sys
 import zipfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -20,16 +22,26 @@ import pytest
 
 from autograder.build import build
 from autograder.grade import unpack
+from autograder.harness.assignment import Assignment, load_assignment
 from autograder.harness.results import FAULT_MESSAGE, validate
+from suite_support import ASSIGNMENT_IDS, stand_in_traces
 
 REPO = Path(__file__).resolve().parent.parent
-ASSIGNMENT = "lecture02"
 SCRIPTS = ("setup.sh", "run_autograder")
 
 
+@pytest.fixture(scope="module", params=ASSIGNMENT_IDS)
+def assignment(request: pytest.FixtureRequest) -> Assignment:
+    return load_assignment(request.param, REPO)
+
+
 @pytest.fixture(scope="module")
-def package(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return build(ASSIGNMENT, tmp_path_factory.mktemp("dist"))
+def package(assignment: Assignment, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """The package, built with the real traces or their stand-ins; the same environment for rebuilds."""
+    with pytest.MonkeyPatch.context() as patch:
+        for name, value in stand_in_traces(assignment.traces, tmp_path_factory.mktemp("traces")).items():
+            patch.setenv(name, value)
+        yield build(assignment.id, tmp_path_factory.mktemp("dist"))
 
 
 def repo_files(folder: str) -> set[str]:
@@ -41,18 +53,18 @@ def repo_files(folder: str) -> set[str]:
     }
 
 
-def test_zip_holds_exactly_the_grading_files(package: Path) -> None:
+def test_zip_holds_exactly_the_grading_files(assignment: Assignment, package: Path) -> None:
     expected = {
-        *SCRIPTS, "requirements/grader.txt", "requirements/student.txt", "requirements/serving.txt",
+        *SCRIPTS, *(f"requirements/{path.name}" for path in (REPO / "requirements").glob("*.txt") if path.name != "instructor.txt"),
         "autograder/__init__.py",
-        f"assignments/{ASSIGNMENT}/assignment.json",
-        *repo_files("kvlab"), *repo_files("autograder/harness"), *repo_files(f"autograder/hidden/{ASSIGNMENT}"),
-        *repo_files(f"assignments/{ASSIGNMENT}/tests"),
+        f"assignments/{assignment.id}/assignment.json",
+        *repo_files("kvlab"), *repo_files("autograder/harness"), *repo_files(f"autograder/hidden/{assignment.id}"),
+        *repo_files(f"assignments/{assignment.id}/tests"), *(f"data/mooncake/{name}" for name in assignment.traces),
     }
     names = set(zipfile.ZipFile(package).namelist())
     assert names == expected, f"extra: {sorted(names - expected)}; missing: {sorted(expected - names)}"
     assert any(name.startswith("autograder/harness/sandbox/") for name in names), "the sandbox must be packaged"
-    assert any(name.startswith(f"autograder/hidden/{ASSIGNMENT}/test_") for name in names), "hidden tests missing"
+    assert any(name.startswith(f"autograder/hidden/{assignment.id}/test_") for name in names), "hidden tests missing"
 
 
 def solution_regions() -> list[tuple[str, str]]:
@@ -101,8 +113,13 @@ def test_setup_sh_prepares_the_ubuntu_image(package: Path) -> None:
         assert needed in text, f"setup.sh lacks {needed!r}"
 
 
-def test_build_is_deterministic(package: Path, tmp_path: Path) -> None:
-    again = build(ASSIGNMENT, tmp_path)
+def test_build_is_deterministic(assignment: Assignment, package: Path, tmp_path: Path,
+                                monkeypatch: pytest.MonkeyPatch) -> None:
+    # The same traces as the first build: unpack them from it.
+    with zipfile.ZipFile(package) as archive:
+        archive.extractall(tmp_path / "first", [f"data/mooncake/{name}" for name in assignment.traces])
+    monkeypatch.setenv("KVLAB_MOONCAKE_DIR", str(tmp_path / "first" / "data" / "mooncake"))
+    again = build(assignment.id, tmp_path)
     assert again.read_bytes() == package.read_bytes(), "two builds of the same sources must be byte-identical"
     infos = zipfile.ZipFile(again).infolist()
     assert [i.filename for i in infos] == sorted(i.filename for i in infos), "entries must be sorted"
@@ -132,17 +149,19 @@ def run_autograder(root: Path, python: str = sys.executable) -> dict[str, Any]:
     return results
 
 
-@pytest.mark.parametrize(("submission", "score"), [("solutions", 100), ("starter", 0)])
-def test_run_autograder_grades_reference_and_starter(package: Path, tmp_path: Path, submission: str,
-                                                     score: int) -> None:
-    results = run_autograder(autograder_root(tmp_path, package, REPO / submission / ASSIGNMENT))
+@pytest.mark.parametrize(("submission", "full_marks"), [("solutions", True), ("starter", False)])
+def test_run_autograder_grades_reference_and_starter(assignment: Assignment, package: Path, tmp_path: Path,
+                                                     submission: str, full_marks: bool) -> None:
+    score = assignment.max_score if full_marks else 0
+    results = run_autograder(autograder_root(tmp_path, package, REPO / submission / assignment.id))
     assert results["extra_data"]["status"] == "graded", f"{submission}: {results['output']}"
     assert results["score"] == score, f"{submission} should score {score}, got {results['score']}"
     assert len(results["tests"]) > 0, f"{submission}: no per-test results"
 
 
 def corrupt_hidden_test(root: Path) -> str:
-    (root / "source" / "autograder" / "hidden" / ASSIGNMENT / "test_zz_corrupt.py").write_text("def broken(:\n")
+    (hidden,) = (root / "source" / "autograder" / "hidden").iterdir()
+    (hidden / "test_zz_corrupt.py").write_text("def broken(:\n")
     return sys.executable
 
 
@@ -165,9 +184,9 @@ SABOTAGE: dict[str, Callable[[Path], str]] = {
 
 
 @pytest.mark.parametrize("sabotage", SABOTAGE.values(), ids=SABOTAGE.keys())
-def test_a_broken_grader_gives_the_contact_staff_result(package: Path, tmp_path: Path,
+def test_a_broken_grader_gives_the_contact_staff_result(assignment: Assignment, package: Path, tmp_path: Path,
                                                         sabotage: Callable[[Path], str]) -> None:
-    root = autograder_root(tmp_path, package, REPO / "solutions" / ASSIGNMENT)
+    root = autograder_root(tmp_path, package, assignment.solution)
     results = run_autograder(root, python=sabotage(root))
     assert results["output"] == FAULT_MESSAGE, f"expected the contact-staff message, got {results['output']!r}"
     assert results["score"] == 0 and results["tests"] == [], f"a grader fault scores 0 with no tests: {results}"

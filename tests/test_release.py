@@ -4,7 +4,6 @@ with the solution."""
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import shutil
 import subprocess
@@ -15,6 +14,7 @@ from typing import NamedTuple
 
 import pytest
 
+from autograder.harness.assignment import Assignment, load_assignment
 from suite_support import ASSIGNMENT_IDS, assert_all_not_implemented, listing, read_junit
 from tools import release
 
@@ -34,8 +34,8 @@ def _files(folder: Path) -> set[str]:
     return {path.relative_to(folder).as_posix() for path in folder.rglob("*") if path.is_file()}
 
 
-def _assignment(assignment_id: str) -> dict:
-    return json.loads((ROOT / "assignments" / assignment_id / "assignment.json").read_text())
+def _assignment(assignment_id: str) -> Assignment:
+    return load_assignment(assignment_id, ROOT)
 
 
 @pytest.fixture(scope="module", params=ASSIGNMENT_IDS)
@@ -45,18 +45,19 @@ def bundle(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFact
 
 
 def test_bundle_holds_exactly_the_expected_files(bundle: Bundle) -> None:
-    source = ROOT / "assignments" / bundle.assignment_id
+    assignment = _assignment(bundle.assignment_id)
+    source = assignment.directory
     public_tests = {
         f"tests/{path.relative_to(source / 'tests').as_posix()}" for path in (source / "tests").rglob("*")
         if path.is_file() and path.suffix != ".pyc" and not CACHE_NAMES & set(path.parts)
     }
     expected = (
-        {path.name for path in (ROOT / "solutions" / bundle.assignment_id).glob("*.py")}
+        {path.name for path in assignment.solution.glob("*.py")}
         | {f"kvlab/{path.relative_to(ROOT / 'kvlab').as_posix()}" for path in (ROOT / "kvlab").rglob("*")
            if path.is_file() and path.suffix != ".pyc" and not CACHE_NAMES & set(path.parts)}
         | public_tests
         | ({"demo.py"} if (source / "demo.py").is_file() else set())
-        | set(_assignment(bundle.assignment_id).get("data", []))
+        | set(assignment.data)
         | {"README.md", "Makefile", "requirements.txt", "pytest.ini"}
     )
     found = _files(bundle.folder)
@@ -123,7 +124,7 @@ def _make(folder: Path, *targets: str, junit: Path | None = None) -> subprocess.
 def test_make_submit_zips_exactly_the_submitted_files(bundle: Bundle, tmp_path: Path) -> None:
     work = shutil.copytree(bundle.folder, tmp_path / "work")
     run = _make(work, "submit")
-    files = _assignment(bundle.assignment_id)["files"]
+    files = sorted(_assignment(bundle.assignment_id).files)
     assert run.returncode == 0, f"make submit failed:\n{run.stdout}{run.stderr}"
     with zipfile.ZipFile(work / "submission.zip") as archive:
         assert sorted(archive.namelist()) == sorted(files), f"submission.zip holds {archive.namelist()}; expected {files}"
@@ -132,7 +133,7 @@ def test_make_submit_zips_exactly_the_submitted_files(bundle: Bundle, tmp_path: 
 
 def test_make_submit_names_a_missing_file(bundle: Bundle, tmp_path: Path) -> None:
     work = shutil.copytree(bundle.folder, tmp_path / "work")
-    missing = _assignment(bundle.assignment_id)["files"][0]
+    missing = _assignment(bundle.assignment_id).files[0]
     (work / missing).unlink()
     run = _make(work, "submit")
     assert run.returncode != 0, f"make submit should fail without {missing}:\n{run.stdout}"
@@ -151,7 +152,7 @@ def test_bundle_make_test_in_a_fresh_venv(assignment_id: str, tmp_path: Path) ->
     assert run.returncode != 0, f"make test should fail on the starter:\n{run.stdout[-3000:]}"
     assert_all_not_implemented(read_junit(starter_report), run.stdout)
 
-    task = _assignment(assignment_id)["tasks"][0]["name"]
+    task = _assignment(assignment_id).tasks[0].name
     task_report = tmp_path / "task.xml"
     run = _make(folder, "test", f"TASK={task}", junit=task_report)
     tasks_run = {outcome.task for outcome in read_junit(task_report)}

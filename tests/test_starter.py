@@ -16,6 +16,7 @@ from typing import NamedTuple
 
 import pytest
 
+from autograder.harness.assignment import Task, load_assignment
 from suite_support import ASSIGNMENT_IDS, assert_all_not_implemented, read_junit
 from tools import make_starter
 
@@ -48,8 +49,7 @@ def _starter_of(solution: Path) -> Path:
 
 
 def _tasks(assignment_id: str) -> set[str]:
-    assignment = json.loads((ROOT / "assignments" / assignment_id / "assignment.json").read_text())
-    return {task["name"] for task in assignment["tasks"]}
+    return {task.name for task in load_assignment(assignment_id, ROOT).tasks}
 
 
 @pytest.mark.parametrize("assignment_id", ASSIGNMENT_IDS)
@@ -185,11 +185,11 @@ def test_starter_scores_zero(assignment_id: str, tmp_path: Path) -> None:
     The one exception is suite_support's data skip: the hidden test on Mooncake's conversation
     trace skips before calling any student code where that trace is absent.
     """
-    public = ROOT / "assignments" / assignment_id / "tests"
+    assignment = load_assignment(assignment_id, ROOT)
+    public, hidden = assignment.public_tests, assignment.hidden_tests
     assert any(public.glob("test_*.py")), f"{_rel(public)} has no test_*.py"
-    hidden = ROOT / "autograder" / "hidden" / assignment_id
     report = tmp_path / "junit.xml"
-    command = [sys.executable, "-m", "pytest", "-p", "kvlab.testing", "--submission", str(ROOT / "starter" / assignment_id),
+    command = [sys.executable, "-m", "pytest", "-p", "kvlab.testing", "--submission", str(assignment.starter),
                str(public), *([str(hidden)] if hidden.is_dir() else []),
                "--noconftest", "-p", "no:cacheprovider", "-q", f"--junitxml={report}"]
     run = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=240)
@@ -220,7 +220,7 @@ def test_generator_rejects_a_region_outside_functions() -> None:
 
 
 def test_task_table_rejects_a_name_in_two_tasks() -> None:
-    tasks = {"tasks": [{"name": "a", "functions": ["f"]}, {"name": "b", "functions": ["f"]}]}
+    tasks = [Task("a", "task a", 1, ("f",)), Task("b", "task b", 1, ("f",))]
     with pytest.raises(make_starter.StarterError, match="'f' is listed under both task 'a' and 'b'"):
         make_starter.task_table(tasks, "assignment.json")
 
@@ -237,8 +237,10 @@ def test_method_maps_through_its_class_and_most_specific_name_wins() -> None:
 def test_starters_reject_a_table_name_without_a_stub(tmp_path: Path) -> None:
     (tmp_path / "assignments" / "a").mkdir(parents=True)
     (tmp_path / "solutions" / "a").mkdir(parents=True)
-    tasks = {"tasks": [{"name": "t", "functions": ["f", "typo"]}]}
-    (tmp_path / "assignments" / "a" / "assignment.json").write_text(json.dumps(tasks))
+    spec = {"id": "a", "title": "A", "files": ["s.py"], "tasks": [{"name": "t", "title": "T", "points": 1,
+                                                                   "functions": ["f", "typo"]}],
+            "visibility": {"public": "visible", "hidden": "visible"}, "call_timeout_seconds": 1}
+    (tmp_path / "assignments" / "a" / "assignment.json").write_text(json.dumps(spec))
     (tmp_path / "solutions" / "a" / "s.py").write_text(SOLUTION_WITH.format(body="    # BEGIN SOLUTION\n    # END SOLUTION"))
     with pytest.raises(make_starter.StarterError, match="lists typo, but no stub"):
         make_starter.starters("a", tmp_path)

@@ -1,11 +1,16 @@
-"""Every assignment's tests, tested.
+"""Every assignment's tests, tested through the grader that grades students.
 
-For each assignment: the reference solution passes every public and hidden test (the hidden test
-on Mooncake's conversation trace may skip where that data is absent); the points add up to
-assignment.json; every test file grades one task; every assert carries a message; and every bug
-in the catalog (autograder/mutants/<id>.py) is caught: some test fails, none outside the tasks
-the mutant lists, with a message naming the bug. Each suite runs in a subprocess the way the
-grader runs it; see suite_support.Suite.
+For each assignment: the reference solution, the starter and every bug of the catalog
+(autograder/mutants/<id>.py) are graded by `autograder.harness.run.run` (run_autograder's code
+path), sandboxed and in-process, and the checks read the results.json files it writes. Both modes
+must agree test by test. The reference passes every test and the points add up to assignment.json;
+the starter passes none, each failing with its NotImplementedError; every mutant is caught: some
+test fails, in the tasks it lists, with a message naming the bug, and (unless its `public_blind`
+says why not) a public test fails too. Statically: every test file grades one task, every assert
+carries a message, and the catalog breaks every function the starter stubs.
+
+The gradings run in subprocesses (tests/grade_batch.py), PARALLEL_RUNS at a time, BATCH_SIZE
+submissions per process; see suite_support.
 """
 from __future__ import annotations
 
@@ -17,69 +22,156 @@ import pytest
 
 from autograder import mutants
 from suite_support import (
-    PARALLEL_RUNS, REPO, Outcome, Suite, check_asserts_have_messages, check_catalog, check_mutant_caught,
-    check_points_add_up, check_solution_passes, listing,
+    BATCH_SIZE, MODES, PARALLEL_RUNS, REPO, Graded, Job, Suite, assert_all_not_implemented, check_asserts_have_messages,
+    check_catalog, check_modes_agree, check_mutant_caught, check_points_add_up, check_solution_passes,
+    fails_a_public_test, grade_batch, listing, stand_in_traces, suites, task_markers,
 )
-from suites import SUITES
 
-
-@pytest.fixture(scope="module", params=sorted(SUITES))
-def suite(request: pytest.FixtureRequest) -> Suite:
-    return SUITES[request.param]
+SUITES = suites()
+# At least this share of each catalog's mutants must fail a public test.
+PUBLIC_SHARE = 0.9
+# The submissions every assignment grades besides its mutants.
+BASELINES = ("reference", "starter")
 
 
 @pytest.fixture(scope="module")
-def solution_outcomes(suite: Suite, tmp_path_factory: pytest.TempPathFactory) -> list[Outcome]:
-    """Every public and hidden test, run once against the reference solution."""
-    return suite.run(suite.solution, tmp_path_factory.mktemp(f"{suite.assignment}-solution") / "report.xml")
+def gradings(request: pytest.FixtureRequest,
+             tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[tuple[str, str], Future[dict[str, Graded]]]]:
+    """The grading of every submission this session's tests read, by (assignment, label), all
+    submitted at once so that the batches overlap, PARALLEL_RUNS at a time."""
+    wanted: dict[str, set[str]] = {}
+    for item in request.session.items:
+        params = getattr(item, "callspec", None)
+        if item.module is not request.module or params is None or "assignment" not in params.params:
+            continue
+        name = params.params["assignment"]
+        labels = wanted.setdefault(name, set())
+        if "mutant" in params.params:
+            labels.add(params.params["mutant"].name)
+        if "graded_baseline" in item.fixturenames:
+            labels.update(BASELINES)
+        if "graded_catalog" in item.fixturenames:
+            labels.update(m.name for m in SUITES[name].catalog)
+    batches = []
+    for name, labels in sorted(wanted.items()):
+        suite = SUITES[name]
+        base = tmp_path_factory.mktemp(name)
+        env = stand_in_traces(suite.assignment.traces, base / "traces")
+        whole = suite.tests_root(base / "root-all")
+        jobs = [Job(name, label, getattr(suite.assignment, "solution" if label == "reference" else "starter"), whole,
+                    base / label, suite.checks.run_seconds) for label in BASELINES if label in labels]
+        for mutant in suite.catalog:
+            if mutant.name in labels:
+                folder = base / mutant.name
+                root = (suite.tests_root(folder / "root", mutant.tasks) if suite.checks.mutants_run_own_tasks else whole)
+                submission = mutants.apply(mutant, suite.assignment.solution, folder / "submission")
+                jobs.append(Job(name, mutant.name, submission, root, folder, suite.checks.run_seconds))
+        batches += [(jobs[i:i + BATCH_SIZE], env) for i in range(0, len(jobs), BATCH_SIZE)]
+    with ThreadPoolExecutor(PARALLEL_RUNS) as runner:
+        futures = {}
+        for jobs, env in batches:
+            future = runner.submit(grade_batch, jobs, env)
+            futures.update({(job.assignment, job.label): future for job in jobs})
+        yield futures
+        # Leaving early (an interrupted session) must not wait for the runs nobody will read.
+        runner.shutdown(cancel_futures=True)
 
 
-def test_solution_passes_every_test(solution_outcomes: list[Outcome]) -> None:
-    check_solution_passes(solution_outcomes)
+def graded(gradings: dict[tuple[str, str], Future[dict[str, Graded]]], assignment: str, label: str) -> Graded:
+    return gradings[assignment, label].result()[label]
 
 
-def test_points_add_up_to_assignment_json(suite: Suite, solution_outcomes: list[Outcome]) -> None:
-    check_points_add_up(suite, solution_outcomes)
+@pytest.fixture
+def graded_baseline(gradings: dict[tuple[str, str], Future[dict[str, Graded]]],
+                    assignment: str) -> dict[str, Graded]:
+    """The reference's and the starter's grades."""
+    return {label: graded(gradings, assignment, label) for label in BASELINES}
 
 
-def test_each_test_file_grades_one_task(suite: Suite, solution_outcomes: list[Outcome]) -> None:
-    # A mutant's run may select its tasks by file name, so test_<task>.py / test_hidden_<task>.py
+@pytest.fixture
+def graded_catalog(gradings: dict[tuple[str, str], Future[dict[str, Graded]]], assignment: str) -> dict[str, Graded]:
+    """Every mutant's grade, by name."""
+    return {m.name: graded(gradings, assignment, m.name) for m in SUITES[assignment].catalog}
+
+
+ASSIGNMENTS = pytest.mark.parametrize("assignment", sorted(SUITES))
+
+
+@ASSIGNMENTS
+@pytest.mark.parametrize("mode", MODES)
+def test_solution_passes_every_test(graded_baseline: dict[str, Graded], mode: str) -> None:
+    check_solution_passes(graded_baseline["reference"].outcomes(mode))
+
+
+@ASSIGNMENTS
+def test_points_add_up_to_assignment_json(assignment: str, graded_baseline: dict[str, Graded]) -> None:
+    check_points_add_up(SUITES[assignment], graded_baseline["reference"].outcomes("sandbox"))
+
+
+@ASSIGNMENTS
+@pytest.mark.parametrize("mode", MODES)
+def test_starter_fails_every_test_not_implemented(graded_baseline: dict[str, Graded], mode: str) -> None:
+    starter = graded_baseline["starter"]
+    assert_all_not_implemented(starter.outcomes(mode), starter.results[mode]["output"])
+    assert starter.results[mode]["score"] == 0, f"the starter scores {starter.results[mode]['score']} ({mode}), not 0"
+
+
+@ASSIGNMENTS
+@pytest.mark.parametrize("label", BASELINES)
+def test_modes_agree_on_baseline(graded_baseline: dict[str, Graded], label: str) -> None:
+    check_modes_agree(graded_baseline[label])
+
+
+@ASSIGNMENTS
+def test_each_test_file_grades_one_task(assignment: str) -> None:
+    # A mutant's grading may hold only its tasks' files, so test_<task>.py / test_hidden_<task>.py
     # must hold that task's tests only.
-    misplaced = [o for o in solution_outcomes
-                 if o.test.split("[")[0].split(".")[-2].removeprefix("test_").removeprefix("hidden_") != o.task]
-    assert not misplaced, f"tests in a file not named after their task:\n{listing(misplaced)}"
+    suite = SUITES[assignment]
+    misplaced = {str(p.relative_to(REPO)): sorted(task_markers(p)) for p in suite.test_files
+                 if p.name.startswith("test_")
+                 and task_markers(p) != {p.stem.removeprefix("test_").removeprefix("hidden_")}}
+    assert not misplaced, f"test files whose task markers are not (only) the task they are named after: {misplaced}"
     missing = [str(p.relative_to(REPO)) for p in suite.task_files(sorted(suite.tasks)) if not p.is_file()]
     assert not missing, f"every task needs a public and a hidden test file; missing: {missing}"
 
 
-@pytest.mark.parametrize("path", [path for name in sorted(SUITES) for path in SUITES[name].test_files],
+@pytest.mark.parametrize("path", [path for suite in SUITES.values() for path in suite.test_files],
                          ids=lambda path: str(path.relative_to(REPO)))
 def test_every_assert_has_a_message(path: Path) -> None:
     check_asserts_have_messages(path)
 
 
-def test_catalog_applies_and_covers_the_contract(suite: Suite) -> None:
-    check_catalog(suite)
+@ASSIGNMENTS
+def test_catalog_applies_and_covers_the_contract(assignment: str) -> None:
+    check_catalog(SUITES[assignment])
 
 
-@pytest.fixture(scope="module")
-def mutant_runs(request: pytest.FixtureRequest,
-                tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[tuple[str, str], Future[list[Outcome]]]]:
-    """The run of every mutant this session selects, by (assignment, name), all submitted at once so
-    that they overlap, PARALLEL_RUNS at a time."""
-    selected = [(item.callspec.params["assignment"], item.callspec.params["mutant"]) for item in request.session.items
-                if getattr(item, "originalname", "") == "test_mutant_is_caught" and item.module is request.module]
-    with ThreadPoolExecutor(PARALLEL_RUNS) as runner:
-        yield {(name, mutant.name): runner.submit(SUITES[name].run_mutant, mutant,
-                                                  tmp_path_factory.mktemp(f"{name}-{mutant.name}"))
-               for name, mutant in selected}
-        # Leaving early (an interrupted session) must not wait for the runs nobody will read.
-        runner.shutdown(cancel_futures=True)
+MUTANTS = [pytest.param(name, mutant, id=f"{name}-{mutant.name}")
+           for name, suite in sorted(SUITES.items()) for mutant in suite.catalog]
 
 
-@pytest.mark.parametrize(("assignment", "mutant"),
-                         [pytest.param(name, mutant, id=f"{name}-{mutant.name}")
-                          for name in sorted(SUITES) for mutant in SUITES[name].catalog])
+@pytest.mark.parametrize(("assignment", "mutant"), MUTANTS)
 def test_mutant_is_caught(assignment: str, mutant: mutants.Mutant,
-                          mutant_runs: dict[tuple[str, str], Future[list[Outcome]]]) -> None:
-    check_mutant_caught(SUITES[assignment], mutant, mutant_runs[assignment, mutant.name].result())
+                          gradings: dict[tuple[str, str], Future[dict[str, Graded]]]) -> None:
+    grade = graded(gradings, assignment, mutant.name)
+    for mode in MODES:
+        check_mutant_caught(SUITES[assignment], mutant, grade.outcomes(mode), mode)
+    check_modes_agree(grade)
+
+
+@pytest.mark.parametrize(("assignment", "mutant"), [p for p in MUTANTS if not p.values[1].public_blind])
+def test_mutant_fails_a_public_test(assignment: str, mutant: mutants.Mutant,
+                                    gradings: dict[tuple[str, str], Future[dict[str, Graded]]]) -> None:
+    outcomes = graded(gradings, assignment, mutant.name).outcomes("sandbox")
+    assert fails_a_public_test(outcomes), (
+        f"mutant {mutant.name} ({mutant.description}) passes every public test, so a student cannot see it "
+        f"before submitting; strengthen a public test, or say in its public_blind why none can:\n"
+        f"{listing([o for o in outcomes if not o.passed])}")
+
+
+@ASSIGNMENTS
+def test_most_mutants_fail_a_public_test(assignment: str, graded_catalog: dict[str, Graded]) -> None:
+    blind = sorted(name for name, grade in graded_catalog.items() if not fails_a_public_test(grade.outcomes("sandbox")))
+    share = 1 - len(blind) / len(graded_catalog)
+    assert share >= PUBLIC_SHARE, (f"only {share:.0%} of {assignment}'s mutants fail a public test "
+                                   f"({PUBLIC_SHARE:.0%} needed); public tests pass on: {', '.join(blind)}")

@@ -6,10 +6,10 @@ notebook, so the starter is exactly what nbgrader would release: every `BEGIN SO
 indentation. Each of those raise lines is then rewritten to name its function and task,
 `raise NotImplementedError("KVCache.update (task kv_cache)")`, so a student's failing test says which
 task is still open. Tasks come from the "functions" list of each task in
-`assignments/<id>/assignment.json`: a stub belongs to the task listing its function, method or
-enclosing class.
+`assignments/<id>/assignment.json` (read by autograder.harness.assignment): a stub belongs to the
+task listing its function, method or enclosing class.
 
-    python -m tools.make_starter [ID ...] [--out DIR]
+    python -m tools.make_starter [ID ...] [--out DIR]     (default: every assignment)
 """
 from __future__ import annotations
 
@@ -19,9 +19,12 @@ import json
 import re
 import sys
 import warnings
+from collections.abc import Sequence
 from pathlib import Path
 
 import nbformat
+
+from autograder.harness.assignment import AssignmentError, Task, discover, load_assignment
 
 with warnings.catch_warnings():
     # nbgrader 0.9.5's gradebook models raise SQLAlchemy 2 deprecation warnings when its package is
@@ -78,14 +81,14 @@ def clear_solutions(text: str) -> str:
     return cleared.cells[0].source
 
 
-def task_table(assignment: dict, filename: str) -> dict[str, str]:
+def task_table(tasks: Sequence[Task], filename: str) -> dict[str, str]:
     """Map each name in the tasks' "functions" lists to its task; StarterError for a name listed twice."""
     table: dict[str, str] = {}
-    for task in assignment.get("tasks", []):
-        for name in task.get("functions", []):
+    for task in tasks:
+        for name in task.functions:
             if name in table:
-                raise StarterError(f"{filename}: {name!r} is listed under both task {table[name]!r} and {task['name']!r}")
-            table[name] = task["name"]
+                raise StarterError(f"{filename}: {name!r} is listed under both task {table[name]!r} and {task.name!r}")
+            table[name] = task.name
     return table
 
 
@@ -165,12 +168,13 @@ def starter_text(solution: str, table: dict[str, str], filename: str) -> tuple[s
 
 def starters(assignment_id: str, root: Path = ROOT) -> dict[str, str]:
     """File name -> starter text for every `solutions/<id>/*.py`, in name order."""
-    assignment_file = root / "assignments" / assignment_id / "assignment.json"
-    if not assignment_file.is_file():
-        raise StarterError(f"{assignment_file} is missing: it lists the tasks the stubs belong to")
-    assignment = json.loads(assignment_file.read_text(encoding="utf-8"))
-    table = task_table(assignment, str(assignment_file))
-    solution_files = sorted((root / "solutions" / assignment_id).glob("*.py"))
+    try:
+        assignment = load_assignment(assignment_id, root)
+    except AssignmentError as error:
+        raise StarterError(f"{error} (assignment.json lists the tasks the stubs belong to)") from error
+    assignment_file = assignment.directory / "assignment.json"
+    table = task_table(assignment.tasks, str(assignment_file))
+    solution_files = sorted(assignment.solution.glob("*.py"))
     if not solution_files:
         raise StarterError(f"solutions/{assignment_id}/ holds no .py file")
     result: dict[str, str] = {}
@@ -199,19 +203,14 @@ def write_starters(assignment_ids: list[str], out: Path, root: Path = ROOT) -> l
     return written
 
 
-def all_assignment_ids(root: Path = ROOT) -> list[str]:
-    """Every assignment with a solutions folder, in name order."""
-    return sorted(path.name for path in (root / "solutions").iterdir() if path.is_dir())
-
-
 def main(argv: list[str] | None = None) -> int:
     """Command line: generate the starters, print what was written, exit 1 with the reason on error."""
     parser = argparse.ArgumentParser(prog="python -m tools.make_starter", description=__doc__.split("\n")[0])
-    parser.add_argument("ids", nargs="*", help="assignments (default: every folder in solutions/)")
+    parser.add_argument("ids", nargs="*", help="assignments (default: every assignment)")
     parser.add_argument("--out", type=Path, default=ROOT / "starter", help="output folder (default: starter/)")
     args = parser.parse_args(argv)
     try:
-        written = write_starters(args.ids or all_assignment_ids(), args.out)
+        written = write_starters(args.ids or discover(ROOT), args.out)
     except StarterError as error:
         print(f"make_starter: error: {error}", file=sys.stderr)
         return 1

@@ -15,17 +15,17 @@ The bundle is everything a student needs to work offline and nothing they must n
 Never solutions, hidden tests, mutants or the repository's own tests: the bundle is assembled from
 the list above only, and the build fails if any line of a solution region turns up in it.
 
-    python -m tools.release ID [ID ...] [--out DIR]
+    python -m tools.release [ID ...] [--out DIR]     (default: every assignment)
 """
 from __future__ import annotations
 
 import argparse
-import json
 import shutil
 import sys
-import zipfile
 from pathlib import Path
 
+from autograder.build import zip_bytes
+from autograder.harness.assignment import Assignment, AssignmentError, discover, load_assignment
 from tools import make_starter
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -35,22 +35,20 @@ CACHE_NAMES = {"__pycache__", ".pytest_cache", ".hypothesis"}
 # Solution lines shorter than this are too generic to flag: the given reference `generate` in
 # kvlab/model.py shares lines such as `return tokens, step_logits` (26 characters) with the answer.
 MIN_LEAK_LINE = 30
-# A fixed timestamp (the earliest a zip can hold) makes the zip depend on the files' bytes alone.
-ZIP_DATE = (1980, 1, 1, 0, 0, 0)
 
 
 class ReleaseError(Exception):
     """The bundle cannot be built as asked; the message says what to fix."""
 
 
-def _load_assignment(assignment_id: str, root: Path) -> dict:
-    path = root / "assignments" / assignment_id / "assignment.json"
-    if not path.is_file():
-        raise ReleaseError(f"no assignment {assignment_id!r}: {path} does not exist")
-    return json.loads(path.read_text(encoding="utf-8"))
+def _load_assignment(assignment_id: str, root: Path) -> Assignment:
+    try:
+        return load_assignment(assignment_id, root)
+    except AssignmentError as error:
+        raise ReleaseError(str(error)) from error
 
 
-def _starter_files(assignment_id: str, assignment: dict, root: Path) -> dict[str, bytes]:
+def _starter_files(assignment_id: str, assignment: Assignment, root: Path) -> dict[str, bytes]:
     """The committed starter, refusing a stale one: a bundle must never ship outdated stubs."""
     try:
         fresh = make_starter.starters(assignment_id, root)
@@ -58,19 +56,19 @@ def _starter_files(assignment_id: str, assignment: dict, root: Path) -> dict[str
         raise ReleaseError(f"the starter cannot be generated: {error}") from error
     files = {}
     for name, text in fresh.items():
-        path = root / "starter" / assignment_id / name
+        path = assignment.starter / name
         if not path.is_file() or path.read_text(encoding="utf-8") != text:
             raise ReleaseError(f"starter/{assignment_id}/{name} is missing or out of date: run `make starter`")
         files[name] = path.read_bytes()
-    missing = [name for name in assignment["files"] if name not in files]
+    missing = [name for name in assignment.files if name not in files]
     if missing:
         raise ReleaseError(f"assignment.json lists {', '.join(missing)} under \"files\", "
                            f"but solutions/{assignment_id}/ has no such file")
     return files
 
 
-def _public_tests(assignment_id: str, root: Path) -> dict[str, bytes]:
-    folder = root / "assignments" / assignment_id / "tests"
+def _public_tests(assignment: Assignment) -> dict[str, bytes]:
+    folder = assignment.public_tests
     files = {
         f"tests/{path.relative_to(folder).as_posix()}": path.read_bytes()
         for path in sorted(folder.rglob("*"))
@@ -81,23 +79,23 @@ def _public_tests(assignment_id: str, root: Path) -> dict[str, bytes]:
     return files
 
 
-def _data_files(assignment_id: str, assignment: dict, root: Path) -> dict[str, bytes]:
-    folder = (root / "assignments" / assignment_id).resolve()
+def _data_files(assignment: Assignment) -> dict[str, bytes]:
+    folder = assignment.directory.resolve()
     files = {}
-    for name in assignment.get("data", []):
-        path = (folder / name).resolve()
+    for name, given in zip(assignment.data, assignment.data_files):
+        path = given.resolve()
         if folder not in path.parents or not path.is_file():
-            raise ReleaseError(f"data file {name!r} of {assignment_id} must be a file inside {folder}")
+            raise ReleaseError(f"data file {name!r} of {assignment.id} must be a file inside {folder}")
         files[path.relative_to(folder).as_posix()] = path.read_bytes()
     return files
 
 
-def _student_makefile(assignment: dict) -> bytes:
-    names = assignment["files"]
+def _student_makefile(assignment: Assignment) -> bytes:
+    names = list(assignment.files)
     if any(" " in name for name in names):
         raise ReleaseError(f"submitted file names must not contain spaces (make splits on them): {names}")
     text = (TEMPLATES / "Makefile").read_text(encoding="utf-8")
-    text = text.replace("@TITLE@", assignment["title"]).replace("@FILES@", " ".join(names))
+    text = text.replace("@TITLE@", assignment.title).replace("@FILES@", " ".join(names))
     return text.encode()
 
 
@@ -144,22 +142,21 @@ def solution_lines(assignment_id: str, root: Path = ROOT) -> set[str]:
 def bundle_contents(assignment_id: str, root: Path = ROOT) -> dict[str, bytes]:
     """Bundle path (posix, relative to the bundle's root) -> bytes, for every file of the bundle."""
     assignment = _load_assignment(assignment_id, root)
-    handout = root / "assignments" / assignment_id / "README.md"
+    handout = assignment.handout
     if not handout.is_file():
         raise ReleaseError(f"{handout} is missing: every bundle carries the assignment's handout")
     files = {
         **_starter_files(assignment_id, assignment, root),
         **_library_files(root),
-        **_public_tests(assignment_id, root),
-        **_data_files(assignment_id, assignment, root),
+        **_public_tests(assignment),
+        **_data_files(assignment),
         "README.md": handout.read_bytes(),
         "Makefile": _student_makefile(assignment),
         "requirements.txt": _requirements(root),
         "pytest.ini": (TEMPLATES / "pytest.ini").read_bytes(),
     }
-    demo = root / "assignments" / assignment_id / "demo.py"
-    if demo.is_file():
-        files["demo.py"] = demo.read_bytes()
+    if assignment.demo.is_file():
+        files["demo.py"] = assignment.demo.read_bytes()
     for line in sorted(solution_lines(assignment_id, root)):
         leaks = [name for name, data in files.items() if line.encode() in data]
         if leaks:
@@ -177,22 +174,17 @@ def write_bundle(assignment_id: str, out: Path, root: Path = ROOT) -> tuple[Path
         (folder / name).parent.mkdir(parents=True, exist_ok=True)
         (folder / name).write_bytes(data)
     archive = out / f"{assignment_id}.zip"
-    with zipfile.ZipFile(archive, "w", zipfile.ZIP_DEFLATED) as bundle_zip:
-        for name in sorted(files):
-            entry = zipfile.ZipInfo(f"{assignment_id}/{name}", date_time=ZIP_DATE)
-            entry.compress_type = zipfile.ZIP_DEFLATED
-            entry.external_attr = 0o644 << 16
-            bundle_zip.writestr(entry, files[name])
+    archive.write_bytes(zip_bytes({f"{assignment_id}/{name}": data for name, data in files.items()}))
     return folder, archive
 
 
 def main(argv: list[str] | None = None) -> int:
     """Command line: build each named bundle, print where it went, exit 1 with the reason on error."""
     parser = argparse.ArgumentParser(prog="python -m tools.release", description=__doc__.split("\n")[0])
-    parser.add_argument("ids", nargs="+", help="assignments to bundle, e.g. lecture02")
+    parser.add_argument("ids", nargs="*", help="assignments to bundle (default: every assignment)")
     parser.add_argument("--out", type=Path, default=ROOT / "dist", help="output folder (default: dist/)")
     args = parser.parse_args(argv)
-    for assignment_id in args.ids:
+    for assignment_id in args.ids or discover(ROOT):
         try:
             folder, archive = write_bundle(assignment_id, args.out)
         except ReleaseError as error:

@@ -1,31 +1,37 @@
-"""Load and validate `assignments/<id>/assignment.json`, the grader's description of an assignment.
+"""An assignment is its folders: `discover` finds them, `load_assignment` reads one.
 
-The file says which files a student submits, which tasks the tests grade and for how many points,
-who sees the public and the hidden tests' results (Gradescope visibility), and how long one call
-into student code may take. Every consumer (the runner, the Gradescope package, local grading)
-goes through `load_assignment`, so a typo in the file stops the build with a message naming the
-field instead of silently grading with a default.
+`assignments/<id>/assignment.json` says which files a student submits, which tasks the tests grade
+and for how many points, who sees the public and the hidden tests' results (Gradescope visibility),
+how long one call into student code may take, and which data files and traces it needs. It is
+validated against `assignment_schema.json` (beside this file), so a typo stops the build with a
+message naming the field instead of silently grading with a default.
+
+Everything else about an assignment follows from its id by the repository's layout, and the
+`Assignment` properties name it: the reference solution `solutions/<id>/`, the generated starter
+`starter/<id>/`, the public tests, handout and demo in `assignments/<id>/`, the hidden tests
+`autograder/hidden/<id>/` and the bug catalog `autograder/mutants/<id>.py`. The Gradescope package
+holds only the grading parts; `missing_parts` lists what a complete repository assignment lacks.
+
+Every consumer (the Makefile, tools/, the runner, the Gradescope package, local grading, the
+repository's tests) finds assignments with `discover` and reads them with `load_assignment`.
+
+    python -m autograder.harness.assignment     # the assignment ids, one per line (the Makefile's list)
 """
 from __future__ import annotations
 
 import json
 import keyword
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 # The repository (or the unpacked Gradescope source folder): autograder/harness/assignment.py.
 REPO_ROOT = Path(__file__).resolve().parents[2]
+SCHEMA_PATH = Path(__file__).resolve().parent / "assignment_schema.json"
 
-# Gradescope's visibility values (see shared/reference/platforms.md).
+# Gradescope's visibility values.
 VISIBILITIES = ("hidden", "after_due_date", "after_published", "visible")
-
-_TOP_KEYS = {"id", "title", "files", "tasks", "visibility", "call_timeout_seconds"}
-# Optional: "data" (files shipped in the student bundle, see tools/release.py) and "traces"
-# (Mooncake trace files the hidden tests read, packed into the Gradescope zip by autograder/build.py).
-_OPTIONAL_KEYS = {"data", "traces"}
-_TASK_KEYS = {"name", "title", "points", "functions"}
-_VISIBILITY_KEYS = {"public", "hidden"}
 
 
 class AssignmentError(ValueError):
@@ -34,7 +40,8 @@ class AssignmentError(ValueError):
 
 @dataclass(frozen=True)
 class Task:
-    """One graded task: the name the tests' `task` marker uses, a title, its points."""
+    """One graded task: the name the tests' `task` marker uses, a title, its points, and the
+    functions and classes whose stubs belong to it (tools/make_starter.py)."""
 
     name: str
     title: str
@@ -44,7 +51,7 @@ class Task:
 
 @dataclass(frozen=True)
 class Assignment:
-    """A validated assignment.json, with the folders its tests live in under `root`."""
+    """A validated assignment.json, with the folders of its parts under `root`."""
 
     id: str
     title: str
@@ -54,6 +61,8 @@ class Assignment:
     call_timeout_seconds: float
     root: Path
     traces: tuple[str, ...] = ()
+    # Files of the student bundle, relative to `directory` (tools/release.py ships them).
+    data: tuple[str, ...] = ()
 
     @property
     def modules(self) -> tuple[str, ...]:
@@ -66,6 +75,7 @@ class Assignment:
 
     @property
     def directory(self) -> Path:
+        """assignments/<id>/: assignment.json, the handout, the public tests, the demo."""
         return self.root / "assignments" / self.id
 
     @property
@@ -76,6 +86,49 @@ class Assignment:
     def hidden_tests(self) -> Path:
         return self.root / "autograder" / "hidden" / self.id
 
+    @property
+    def solution(self) -> Path:
+        """The reference solution's folder: the submitted files, with solution markers."""
+        return self.root / "solutions" / self.id
+
+    @property
+    def starter(self) -> Path:
+        """The starter's folder, generated from the solution by `make starter`."""
+        return self.root / "starter" / self.id
+
+    @property
+    def catalog(self) -> Path:
+        """The bug catalog, the module `autograder.mutants.<id>`."""
+        return self.root / "autograder" / "mutants" / f"{self.id}.py"
+
+    @property
+    def handout(self) -> Path:
+        return self.directory / "README.md"
+
+    @property
+    def demo(self) -> Path:
+        return self.directory / "demo.py"
+
+    @property
+    def data_files(self) -> tuple[Path, ...]:
+        """The `data` files, as paths (tools/release.py checks that they stay inside `directory`)."""
+        return tuple(self.directory / name for name in self.data)
+
+    def parts(self) -> dict[str, Path]:
+        """Every part a repository assignment needs, by what it is."""
+        return {"solution": self.solution, "starter": self.starter, "handout": self.handout,
+                "public tests": self.public_tests, "hidden tests": self.hidden_tests,
+                "mutant catalog": self.catalog, "demo": self.demo}
+
+    def missing_parts(self) -> list[str]:
+        """The parts that are absent (an empty folder counts as absent), as "what (path)"."""
+        missing = []
+        for what, path in self.parts().items():
+            present = any(path.glob("*.py")) if path.suffix == "" else path.is_file()
+            if not present:
+                missing.append(f"{what} ({path.relative_to(self.root).as_posix()})")
+        return missing
+
     def task(self, name: str) -> Task:
         """The task called `name`; AssignmentError naming the known tasks otherwise."""
         for task in self.tasks:
@@ -84,8 +137,8 @@ class Assignment:
         raise AssignmentError(f"{self.id}: no task {name!r}; tasks: {', '.join(t.name for t in self.tasks)}")
 
 
-def known_assignments(root: Path = REPO_ROOT) -> list[str]:
-    """Ids of the assignments under `root`/assignments (folders holding an assignment.json)."""
+def discover(root: Path = REPO_ROOT) -> list[str]:
+    """Ids of the assignments under `root`/assignments (folders holding an assignment.json), sorted."""
     return sorted(p.parent.name for p in (Path(root) / "assignments").glob("*/assignment.json"))
 
 
@@ -95,85 +148,48 @@ def load_assignment(assignment_id: str, root: Path = REPO_ROOT) -> Assignment:
     path = root / "assignments" / assignment_id / "assignment.json"
     # A bare name only: an id such as "../x" must not reach outside assignments/.
     if not assignment_id or Path(assignment_id).name != assignment_id or not path.is_file():
-        known = ", ".join(known_assignments(root)) or "none"
+        known = ", ".join(discover(root)) or "none"
         raise AssignmentError(f"unknown assignment {assignment_id!r}; known assignments: {known}")
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as error:
         raise AssignmentError(f"{path}: not readable JSON: {error}") from error
-    return parse_assignment(data, root, where=str(path))
+    assignment = parse_assignment(data, root, where=str(path))
+    if assignment.id != assignment_id:
+        raise AssignmentError(f"{path}: id is {assignment.id!r}, but the folder is {assignment_id!r}")
+    return assignment
+
+
+def load_schema() -> dict[str, Any]:
+    return json.loads(SCHEMA_PATH.read_text(encoding="utf-8"))
 
 
 def parse_assignment(data: Any, root: Path, where: str = "assignment.json") -> Assignment:
-    """Validate the parsed JSON `data` and build an Assignment whose tests live under `root`."""
-    _require(isinstance(data, dict), where, "the top level must be an object")
-    _no_unknown_keys(data, _TOP_KEYS | _OPTIONAL_KEYS, where)
-    for key in sorted(_TOP_KEYS):
-        _require(key in data, where, f"missing field {key!r}")
-    assignment_id, title = data["id"], data["title"]
-    _require(isinstance(assignment_id, str) and assignment_id.isidentifier(), where,
-             f"id must be an identifier-like string, got {assignment_id!r}")
-    _require(isinstance(title, str) and title.strip() != "", where, "title must be a non-empty string")
-    files = _files(data["files"], where)
-    tasks = _tasks(data["tasks"], where)
-    visibility = data["visibility"]
-    _require(isinstance(visibility, dict) and set(visibility) == _VISIBILITY_KEYS, where,
-             f"visibility must be an object with exactly the keys {sorted(_VISIBILITY_KEYS)}")
-    for audience, value in visibility.items():
-        _require(value in VISIBILITIES, where,
-                 f"visibility.{audience} must be one of {', '.join(VISIBILITIES)}, got {value!r}")
-    timeout = data["call_timeout_seconds"]
-    _require(_is_number(timeout) and timeout > 0, where,
-             f"call_timeout_seconds must be a positive number, got {timeout!r}")
-    traces = data.get("traces", [])
-    _require(isinstance(traces, list) and all(isinstance(t, str) and "/" not in t for t in traces), where,
-             "traces must be a list of file names in the Mooncake trace folder")
-    return Assignment(id=assignment_id, title=title, files=files, tasks=tasks,
-                      visibility=dict(visibility), call_timeout_seconds=float(timeout), root=Path(root),
-                      traces=tuple(traces))
+    """Validate the parsed JSON `data` and build an Assignment whose parts live under `root`."""
+    # Imported here: `python -m autograder.harness.assignment` (the Makefile's list) runs on any python3.
+    import jsonschema
 
-
-def _files(files: Any, where: str) -> tuple[str, ...]:
-    _require(isinstance(files, list) and files != [], where, "files must be a non-empty list")
-    for name in files:
-        # Each file is imported as a top-level module by its stem, so it must be a plain
-        # identifier + .py with no folder part.
-        stem = name[:-3] if isinstance(name, str) and name.endswith(".py") else None
-        _require(stem is not None and stem.isidentifier() and not keyword.iskeyword(stem), where,
-                 f"files: {name!r} is not a module file name such as kv_decode.py")
-    _require(len(set(files)) == len(files), where, "files lists a file twice")
-    return tuple(files)
-
-
-def _tasks(tasks: Any, where: str) -> tuple[Task, ...]:
-    _require(isinstance(tasks, list) and tasks != [], where, "tasks must be a non-empty list")
-    parsed = []
-    for index, task in enumerate(tasks):
-        at = f"{where}: tasks[{index}]"
-        _require(isinstance(task, dict), at, "each task must be an object")
-        _no_unknown_keys(task, _TASK_KEYS, at)
-        name, title, points = task.get("name"), task.get("title"), task.get("points")
-        _require(isinstance(name, str) and name.isidentifier(), at, f"name must be an identifier, got {name!r}")
-        _require(isinstance(title, str) and title.strip() != "", at, "title must be a non-empty string")
-        _require(_is_number(points) and points > 0, at, f"points must be a positive number, got {points!r}")
-        functions = task.get("functions", [])
-        _require(isinstance(functions, list) and all(isinstance(f, str) for f in functions), at,
-                 "functions must be a list of names")
-        parsed.append(Task(name=name, title=title, points=float(points), functions=tuple(functions)))
-    names = [task.name for task in parsed]
-    _require(len(set(names)) == len(names), where, "two tasks share a name")
-    return tuple(parsed)
-
-
-def _is_number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
-
-
-def _no_unknown_keys(data: dict[str, Any], allowed: set[str], where: str) -> None:
-    unknown = sorted(set(data) - allowed)
-    _require(not unknown, where, f"unknown field(s) {', '.join(unknown)}; allowed: {', '.join(sorted(allowed))}")
+    errors = sorted(jsonschema.Draft202012Validator(load_schema()).iter_errors(data),
+                    key=lambda e: (list(map(str, e.absolute_path)), e.message))
+    if errors:
+        error = jsonschema.exceptions.best_match(errors)
+        field = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in error.absolute_path).lstrip(".")
+        raise AssignmentError(f"{where}: {field or 'the top level'}: {error.message}")
+    for name in data["files"]:
+        _require(not keyword.iskeyword(name[:-3]), where, f"files: {name!r} is a Python keyword, not a module name")
+    tasks = tuple(Task(name=t["name"], title=t["title"], points=float(t["points"]),
+                       functions=tuple(t.get("functions", []))) for t in data["tasks"])
+    names = [task.name for task in tasks]
+    _require(len(set(names)) == len(names), where, "tasks: two tasks share a name")
+    return Assignment(id=data["id"], title=data["title"], files=tuple(data["files"]), tasks=tasks,
+                      visibility=dict(data["visibility"]), call_timeout_seconds=float(data["call_timeout_seconds"]),
+                      root=Path(root), traces=tuple(data.get("traces", [])), data=tuple(data.get("data", [])))
 
 
 def _require(condition: bool, where: str, problem: str) -> None:
     if not condition:
         raise AssignmentError(f"{where}: {problem}")
+
+
+if __name__ == "__main__":
+    print("\n".join(discover(Path(sys.argv[1]) if len(sys.argv) > 1 else REPO_ROOT)))

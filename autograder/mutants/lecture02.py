@@ -1,12 +1,12 @@
 """Lecture 2's bug catalog: mistakes students make in kv_decode.py, as edits of the solution.
 
-`tests/test_lecture02_suite.py` applies each one to `solutions/lecture02/` and checks that the
+tests/test_suites.py applies each one to `solutions/lecture02/` and checks that the
 public and hidden tests catch it, in the tasks listed, with a message containing `expect`.
 KVCache bugs usually cost greedy_decode points too: greedy_decode runs on the student's cache.
 """
 from __future__ import annotations
 
-from autograder.mutants import Mutant
+from autograder.mutants import Checks, Mutant
 
 FILE = "kv_decode.py"
 BOTH = ("kv_cache", "greedy_decode")
@@ -17,6 +17,9 @@ LIMIT_CHECK = "if end > self.max_seq:"
 DECODE_STEP = "logits = forward(params, cfg, new, cache=cache)[:, -1]"
 GREEDY_CHOICE = "logits.argmax(axis=-1)"
 PER_TOKEN = "return 2 * n_layers * n_kv_heads * d_head * dtype_bytes"
+
+# The whole suite is short enough to run per mutant, which also catches points lost elsewhere.
+CHECKS = Checks(min_mutants=12, run_seconds=300)
 
 MUTANTS = [
     # KVCache

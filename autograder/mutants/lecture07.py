@@ -1,14 +1,14 @@
 """Lecture 7's bug catalog: mistakes students make in paged_kv.py and prefix_cache.py, as edits of
 the solution.
 
-`tests/test_lecture07_suite.py` applies each one to `solutions/lecture07/` and checks that the tests
+tests/test_suites.py applies each one to `solutions/lecture07/` and checks that the tests
 of the tasks listed catch it with a message containing `expect`. `tasks` names where the bug is
 graded; a BlockPool or PagedSequence bug usually costs the tasks built on them (prefix_cache,
 prefill) too, which the catalog does not require.
 """
 from __future__ import annotations
 
-from autograder.mutants import Mutant
+from autograder.mutants import Checks, Mutant
 
 PAGED = "paged_kv.py"
 PREFIX = "prefix_cache.py"
@@ -17,6 +17,10 @@ PREFIX = "prefix_cache.py"
 RESERVE_NEEDED = "needed = -(-(self.length + n) // size) - len(self.blocks)"
 HASH_STEP = "digest = hashlib.sha256(previous + values[start:start + block_size].tobytes()).hexdigest()"
 HIT_LINE = "hit += min(n * block_size, request.input_len)"
+
+# The hidden hit_ratio tests replay full-size traces: the whole suite takes too long to run once per
+# mutant, so each mutant is graded on the tests of its own tasks.
+CHECKS = Checks(min_mutants=15, run_seconds=600, mutants_run_own_tasks=True)
 
 MUTANTS = [
     # BlockPool
@@ -107,6 +111,15 @@ MUTANTS = [
         ("paged_sequence",), "slots must raise ValueError",
     ),
     Mutant(
+        "sequences_share_one_block_list", PAGED,
+        (("    def __init__(self, pool: BlockPool) -> None:\n        # BEGIN SOLUTION\n        self.pool = pool\n"
+          "        self.blocks: list[int] = []\n",
+          "    blocks: list[int] = []\n\n    def __init__(self, pool: BlockPool) -> None:\n        # BEGIN SOLUTION\n"
+          "        self.pool = pool\n"),),
+        "blocks is a class attribute instead of being set in __init__, so every sequence appends to one list",
+        ("paged_sequence",), "expected blocks [] and length 0",
+    ),
+    Mutant(
         "free_keeps_length", PAGED, (("        self.blocks = []\n        self.length = 0\n", "        self.blocks = []\n"),),
         "free gives the blocks back but leaves length, so a reused sequence starts past its blocks",
         ("paged_sequence",), "free must set length = 0",
@@ -165,6 +178,15 @@ MUTANTS = [
         (("        return len(self._blocks)\n", "        return self.pool.n_blocks - self.pool.num_free\n"),),
         "len(cache) counts every block in use in the pool, not the blocks the cache holds",
         ("prefix_cache",), "len(cache) is",
+    ),
+    Mutant(
+        "caches_share_one_table", PREFIX,
+        (("    def __init__(self, pool: BlockPool) -> None:\n        # BEGIN SOLUTION\n        self.pool = pool\n"
+          "        self._blocks: dict[str, int] = {}\n",
+          "    _blocks: dict[str, int] = {}\n\n    def __init__(self, pool: BlockPool) -> None:\n"
+          "        # BEGIN SOLUTION\n        self.pool = pool\n"),),
+        "the hash table is a class attribute instead of being made in __init__, so every PrefixCache shares it",
+        ("prefix_cache",), "only register adds entries",
     ),
     Mutant(
         "clear_forgets_decref", PREFIX,
@@ -230,6 +252,33 @@ MUTANTS = [
           "        self._order.move_to_end(block)\n        return True\n"),),
         "LRU's `in` moves the block to most recently used, so merely asking changes the eviction order",
         ("eviction",), "must not count as a use",
+    ),
+    Mutant(
+        "lru_len_counter_not_decremented", PREFIX,
+        (
+            ("self._order: OrderedDict[int, None] = OrderedDict()",
+             "self._order: OrderedDict[int, None] = OrderedDict()\n        self._size = 0"),
+            ("            self._order[block] = None\n", "            self._order[block] = None\n            self._size += 1\n"),
+            ("        return len(self._order)\n", "        return self._size\n"),
+        ),
+        "LRUCache keeps its own count of blocks, raised on every new block and never lowered on an eviction",
+        ("eviction",), "the number of blocks it holds",
+    ),
+    Mutant(
+        "lfu_len_counts_use_groups", PREFIX, (("return len(self._uses)", "return len(self._buckets)"),),
+        "LFUCache's len counts the groups of blocks with one use count, not the blocks",
+        ("eviction",), "the number of blocks it holds",
+    ),
+    Mutant(
+        "lfu_contains_looks_in_use_groups", PREFIX, (("return block in self._uses", "return block in self._buckets"),),
+        "LFUCache's `in` looks the block up among the use counts instead of the cached blocks",
+        ("eviction",), "the cache holds",
+    ),
+    Mutant(
+        "lfu_min_count_not_moved", PREFIX,
+        (("            if self._min_uses == uses:\n                self._min_uses = uses + 1\n", ""),),
+        "when the last block with the fewest uses gains a use, the fewest-uses count is not moved up",
+        ("eviction",), "raised KeyError",
     ),
     Mutant(
         "lfu_match_does_not_count", PREFIX, (("            self._use(block)\n            n += 1\n", "            n += 1\n"),),

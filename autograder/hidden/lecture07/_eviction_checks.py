@@ -3,9 +3,13 @@ reference caches, the scripts, the hand trace, random calls against the referenc
 trace. What the public tests share with them (the script interpreter, the synthetic traces, the time
 limit, the hit-ratio diagnosis) is in the public folder's eviction_checks.py.
 
-`ReferenceLRU` and `ReferenceLFU` are written independently of the reference solution (a heap with
-lazy deletion for LFU rather than per-count buckets) and kept here, never shipped, so that the
-expected values of the trace tests come from the tests themselves. Every `*_problem` function
+`ReferenceLRU` and `ReferenceLFU` are written another way than the reference solution (which keeps
+an OrderedDict for LRU and one recency-ordered group per use count for LFU): both are a heap of
+use-stamped entries with lazy deletion, kept here, never shipped, so that the expected values of
+the trace tests come from the tests themselves. What makes them trustworthy is checked in
+tests/test_lecture07_references.py: they replay the hand-derived scripts below, and they agree
+with brute-force oracles (a list scan for LRU, a minimum scan over use counts for LFU) on random
+operation sequences. Every `*_problem` function
 returns None when the student's values agree, else the message the student sees.
 """
 from __future__ import annotations
@@ -13,7 +17,6 @@ from __future__ import annotations
 import functools
 import heapq
 import secrets
-from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -36,35 +39,50 @@ def drawn(low: int, high: int) -> int:
 
 
 class ReferenceLRU:
-    """LRU by block id: an ordered dict whose first key is the least recently used."""
+    """LRU by block id: a heap of (last use, block) entries with lazy deletion.
+
+    Every use pushes a new entry; an entry is current only while its tick is the block's last use,
+    so the smallest current entry is the least recently used block.
+    """
 
     def __init__(self, capacity: int | None) -> None:
         self.capacity = capacity
-        self.recency: OrderedDict[int, None] = OrderedDict()
+        self.last: dict[int, int] = {}
+        self.heap: list[tuple[int, int]] = []
+        self.clock = 0
+
+    def _use(self, block: int) -> None:
+        self.clock += 1
+        self.last[block] = self.clock
+        heapq.heappush(self.heap, (self.clock, block))
+
+    def _evict(self) -> None:
+        while True:
+            tick, block = heapq.heappop(self.heap)
+            if self.last.get(block) == tick:
+                del self.last[block]
+                return
 
     def match(self, blocks: Iterable[int]) -> int:
         n = 0
         for block in blocks:
-            if block not in self.recency:
+            if block not in self.last:
                 break
-            self.recency.move_to_end(block)
+            self._use(block)
             n += 1
         return n
 
     def insert(self, blocks: Iterable[int]) -> None:
         for block in blocks:
-            if block in self.recency:
-                self.recency.move_to_end(block)
-                continue
-            if self.capacity is not None and len(self.recency) >= self.capacity:
-                self.recency.popitem(last=False)
-            self.recency[block] = None
+            if block not in self.last and self.capacity is not None and len(self.last) >= self.capacity:
+                self._evict()
+            self._use(block)
 
     def __contains__(self, block: object) -> bool:
-        return block in self.recency
+        return block in self.last
 
     def __len__(self) -> int:
-        return len(self.recency)
+        return len(self.last)
 
 
 class ReferenceLFU:
