@@ -17,52 +17,41 @@ counts read from /metrics, and what the lab's script as written would have measu
 """
 from __future__ import annotations
 
-import os
+import sys
+from pathlib import Path
 
-for _variable in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
-    os.environ.setdefault(_variable, "1")
+# Run as a script, only this file's folder is on sys.path: add the folder that holds kvlab/.
+_ROOT = next(p for p in Path(__file__).resolve().parents if (p / "kvlab").is_dir())
+sys.path.insert(0, str(_ROOT))
 
-import sys  # noqa: E402
-from pathlib import Path  # noqa: E402
-
-
-def _library_root() -> Path | None:
-    """The nearest folder at or above this file's that holds kvlab/ (repository or student bundle)."""
-    here = Path(__file__).resolve().parent
-    return next((folder for folder in (here, *here.parents) if (folder / "kvlab" / "__init__.py").is_file()), None)
-
-
-_ROOT = _library_root()
-if _ROOT is not None and str(_ROOT) not in sys.path:
-    sys.path.insert(0, str(_ROOT))
+from kvlab.demo import Student, run  # noqa: E402 - first: it sets the BLAS threads before numpy loads
 
 import argparse  # noqa: E402
+import importlib.util  # noqa: E402
+import os  # noqa: E402
 import signal  # noqa: E402
 import socket  # noqa: E402
 import subprocess  # noqa: E402
 import time  # noqa: E402
 from collections.abc import Iterator  # noqa: E402
 from contextlib import contextmanager  # noqa: E402
-from types import ModuleType  # noqa: E402
 from typing import Any  # noqa: E402
 
-from kvlab.demo import load_module, submission_dir  # noqa: E402
 from kvlab.hf_configs import CONFIGS, LAB_BATCHES, LAB_DEEPSEEK_AS_GQA, LAB_SEQ_LENS  # noqa: E402
 from kvlab.tables import format_table  # noqa: E402
-from kvlab.testing import SubmissionError  # noqa: E402
 
 GPUS = {"80 GB (A100/H100)": 80 * 10**9, "24 GB (RTX 4090)": 24 * 10**9}
 FIT_SEQ_LEN = 4096
 STARTUP_SECONDS = 90
 
 
-def part1(kv_memory: ModuleType) -> None:
-    try:
-        per_token = {name: kv_memory.kv_bytes_per_token(spec.as_dict()) for name, spec in CONFIGS.items()}
-        lab_deepseek = kv_memory.kv_bytes_per_token(LAB_DEEPSEEK_AS_GQA)
-    except NotImplementedError as error:
-        print(f"part 1 skipped: kv_memory.py is not finished ({error})\n")
+def table_kv_memory(student: Student) -> None:
+    """(1) The lab's table: KV cache in GiB per model, sequence length and batch, FP16."""
+    if student.args.part == "2":
         return
+    kv_memory = student.kv_memory
+    per_token = {name: kv_memory.kv_bytes_per_token(spec.as_dict()) for name, spec in CONFIGS.items()}
+    lab_deepseek = kv_memory.kv_bytes_per_token(LAB_DEEPSEEK_AS_GQA)
     rows = []
     for name, spec in CONFIGS.items():
         for batch in LAB_BATCHES:
@@ -71,20 +60,24 @@ def part1(kv_memory: ModuleType) -> None:
             if name == "DeepSeek-V3":
                 lab = [kv_memory.kv_cache_gib(LAB_DEEPSEEK_AS_GQA, n, batch) for n in LAB_SEQ_LENS]
                 rows.append(["  the lab's figure (GQA 8x128)", batch, *(f"{c:.2f}" for c in lab)])
-    print(format_table("KV cache in GiB, FP16 (your kv_cache_gib)", ["model", "batch", *map(str, LAB_SEQ_LENS)], rows,
+    print(format_table("(1) KV cache in GiB, FP16 (your kv_cache_gib)", ["model", "batch", *map(str, LAB_SEQ_LENS)], rows,
                        notes=["bytes per token: " + ", ".join(f"{n} {b:,}" for n, b in per_token.items()),
                               f"the lab's DeepSeek-V3 row assumes 61 layers x 8 KV heads x 128 x K,V = {lab_deepseek:,} "
                               f"bytes per token; MLA caches 61 x (512 + 64) values = {per_token['DeepSeek-V3']:,}"]))
-    print()
+
+
+def table_max_batch(student: Student) -> None:
+    """(2) The largest batch that fits beside the BF16 weights on an 80 GB and a 24 GB GPU."""
+    if student.args.part == "2":
+        return
     rows = []
     for name, spec in CONFIGS.items():
         weights = spec.n_params * 2
         rows.append([name, f"{weights / 10**9:.1f} GB",
-                     *(kv_memory.max_batch(spec.as_dict(), FIT_SEQ_LEN, gpu, weights) for gpu in GPUS.values())])
-    print(format_table(f"The largest batch of {FIT_SEQ_LEN}-token sequences beside the BF16 weights (your max_batch)",
+                     *(student.kv_memory.max_batch(spec.as_dict(), FIT_SEQ_LEN, gpu, weights) for gpu in GPUS.values())])
+    print(format_table(f"(2) The largest batch of {FIT_SEQ_LEN}-token sequences beside the BF16 weights (your max_batch)",
                        ["model", "weights", *GPUS], rows,
                        notes=["0: the weights alone do not fit (DeepSeek-V3 needs a multi-GPU node even in FP8)"]))
-    print()
 
 
 def free_port() -> int:
@@ -134,19 +127,24 @@ def measure(submission: Path, caching: bool, runs: int) -> dict[str, Any]:
     return {"medians": bench.medians(results), "lab": bench.medians(lab) if lab else {}, "metrics": counters}
 
 
-def part2(submission: Path, runs: int) -> None:
-    try:
-        import fastapi  # noqa: F401  (only checking the serving stack is installed)
-        import openai  # noqa: F401
-    except ImportError as error:
-        print(f"part 2 skipped: the serving stack is not installed ({error}); pip install -r requirements/serving.txt")
+def table_ttft(student: Student) -> None:
+    """(3) Prefix caching in the course server: TTFT medians with caching on and off."""
+    if student.args.part == "1":
         return
-    print(f"part 2: {runs} runs with prefix caching on, then off (each run: warmup, miss, hit, other; ~2k-token "
+    # The server runs your manager in another process: try it here first, so a stub costs one line.
+    student.block_manager.BlockManager(4, 16).allocate("probe", list(range(20)))
+    submission, runs = student.directory, student.args.runs
+    missing = [name for name in ("fastapi", "uvicorn", "openai") if importlib.util.find_spec(name) is None]
+    if missing:
+        print(f"table (3) skipped: the serving stack is not installed ({', '.join(missing)}); "
+              "pip install -r requirements/serving.txt")
+        return
+    print(f"(3) {runs} runs with prefix caching on, then off (each run: warmup, miss, hit, other; ~2k-token "
           "system prompts; times are wall clock on a CPU, so noisy: the medians and the /metrics counts are the point)")
     try:
         on, off = measure(submission, True, runs), measure(submission, False, runs)
     except Exception as error:  # a student's unfinished manager fails the server; say so and stop
-        print(f"part 2 stopped: {type(error).__name__}: {error}")
+        print(f"table (3) stopped: {type(error).__name__}: {error}")
         return
     rows = [[label, f"{on['medians'][key] * 1000:.0f}", f"{off['medians'][key] * 1000:.0f}"]
             for key, label in (("miss", "miss: system prompt A, question 1 (first sight of A)"),
@@ -168,23 +166,11 @@ def part2(submission: Path, runs: int) -> None:
           "hit with a hit and shows no speed-up.")
 
 
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--submission", default=None)
-    parser.add_argument("--runs", type=int, default=5)
-    parser.add_argument("--part", choices=["1", "2", "all"], default="all")
-    args = parser.parse_args(argv)
-    fallback = (_ROOT or Path(".")) / "solutions" / "module06"
-    folder = submission_dir(args.submission, "block_manager.py", fallback).resolve()
-    print(f"module 6 demo on {folder}\n")
-    if args.part in ("1", "all"):
-        try:
-            part1(load_module(folder, "kv_memory"))
-        except SubmissionError as error:
-            print(f"part 1 skipped: {error}\n")
-    if args.part in ("2", "all"):
-        part2(folder, args.runs)
+def options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--runs", type=int, default=5, help="benchmark runs per setting (default 5)")
+    parser.add_argument("--part", choices=["1", "2", "all"], default="all", help="which part of the lab (default all)")
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(run(__file__, __doc__, modules=["kv_memory", "block_manager", "kv_connector"],
+                 tables=[table_kv_memory, table_max_batch, table_ttft], options=options))
