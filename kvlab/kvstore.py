@@ -13,12 +13,16 @@
 - `model_fingerprint(cfg, dtype)`: the string that prefixes every key, so that KV of one model, dtype
   or KV layout is never loaded into another.
 
+`python -m kvlab.kvstore [--maxmemory-mb 64] [--backend auto|system|embedded]` runs `redis_server` until
+Ctrl-C and prints its URL, for servers started by hand with `--kv-store URL`.
+
 Byte accounting of MemoryStore and the embedded server: a key costs len(key) + len(value) bytes. Real
 Redis adds its own per-key overhead (tens of bytes) and rounds allocations, so with the same bound it
 keeps slightly fewer entries.
 """
 from __future__ import annotations
 
+import argparse
 import contextlib
 import hashlib
 import shutil
@@ -417,3 +421,20 @@ def redis_server(maxmemory_bytes: int = 64 << 20, backend: str = "auto", unix_so
     else:
         with _embedded_redis(maxmemory_bytes) as url:
             yield url
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Run a store until interrupted (see the module docstring)."""
+    parser = argparse.ArgumentParser(prog="python -m kvlab.kvstore", description="a Redis for --kv-store, until Ctrl-C")
+    parser.add_argument("--maxmemory-mb", type=float, default=64, help="maxmemory in MiB, LRU beyond (default 64)")
+    parser.add_argument("--backend", choices=["auto", "system", "embedded"], default="auto",
+                        help="the system redis-server, kvlab's embedded server, or auto (the first where installed)")
+    args = parser.parse_args(argv)
+    with redis_server(int(args.maxmemory_mb * 2**20), backend=args.backend) as url:
+        print(f"KV store at {url} (maxmemory {args.maxmemory_mb:g} MiB, allkeys-lru); Ctrl-C stops it", flush=True)
+        with contextlib.suppress(KeyboardInterrupt):
+            threading.Event().wait()
+
+
+if __name__ == "__main__":
+    main()

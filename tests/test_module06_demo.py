@@ -1,7 +1,10 @@
 """The module-6 demo runs end to end: part 1's table with the lab's DeepSeek-V3 figure beside the MLA
-one, and part 2's server-backed TTFT comparison (one run per mode, to stay short)."""
+one, part 2's server-backed TTFT comparison (one run per mode, to stay short), and part 3's two engines
+sharing one store, on the system redis-server and on the embedded fallback (one short run each)."""
 from __future__ import annotations
 
+import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -34,3 +37,56 @@ def test_part2_compares_like_with_like() -> None:
         assert expected in out, f"part 2 should print {expected!r}:\n{out}"
     assert "caching off: vllm:prefix_cache_hits_total 0 of" in out, f"caching off must count no hit:\n{out}"
     assert "caching on: vllm:prefix_cache_hits_total 0 of" not in out, f"caching on must count hits:\n{out}"
+
+
+def row(out: str, label: str) -> list[str]:
+    """The cells after `label` on the output line that starts with it."""
+    line = next((line for line in out.splitlines() if line.startswith(label)), None)
+    assert line is not None, f"part 3 should print a row {label!r}:\n{out}"
+    return line[len(label):].split()
+
+
+def number(cell: str) -> float:
+    return float(cell.replace(",", ""))
+
+
+STORES = [
+    pytest.param("system", id="redis-server",
+                 marks=pytest.mark.skipif(shutil.which("redis-server") is None, reason="redis-server is not installed")),
+    pytest.param("embedded", id="embedded"),
+]
+
+
+@pytest.mark.timeout(150)
+@pytest.mark.parametrize("store", STORES)
+def test_part3_second_engine_loads_what_the_first_stored(store: str) -> None:
+    for package in ("fastapi", "redis"):
+        pytest.importorskip(package, reason="the serving stack and the Redis client (requirements/) are not installed")
+    chunk = 256
+    out = run_demo("--part", "3", "--runs", "1", "--store", store, "--store-mb", "16", "--system-prompt-repeats", "1",
+                   "--chunk-size", str(chunk), timeout=140)
+    assert ("redis-server" if store == "system" else "EmbeddedRedisServer") in out, f"the demo should name its store:\n{out}"
+    (with_ttft, without_ttft) = map(number, row(out, "TTFT (ms)"))
+    prompt, _ = map(number, row(out, "prompt tokens"))
+    computed, recomputed = map(number, row(out, "prefill positions computed"))
+    loaded, none_loaded = map(number, row(out, "positions loaded from the store"))
+    chunks, _ = map(number, row(out, "chunks loaded"))
+    assert loaded > 0 and loaded % chunk == 0 and chunks == loaded // chunk and none_loaded == 0, (
+        f"engine 2 should load whole chunks of {chunk} ({chunks:.0f} chunks, {loaded:.0f} positions) and engine 3 "
+        f"none ({none_loaded:.0f}):\n{out}")
+    assert computed + loaded == prompt == recomputed, (
+        f"engine 2 should compute only the {prompt:.0f}-token prompt's suffix after the {loaded:.0f} loaded "
+        f"positions, engine 3 all of it; they computed {computed:.0f} and {recomputed:.0f}:\n{out}")
+    assert with_ttft < without_ttft, (
+        f"loading the prefix should beat recomputing it ({prompt - computed:.0f} of {prompt:.0f} positions saved); "
+        f"TTFT {with_ttft:.0f} ms against {without_ttft:.0f} ms (a stalled machine can cause this):\n{out}")
+    assert "identical in 1 of 1 runs" in out and "next token the same" in out, (
+        f"engine 2's answer and next token should equal recompute's:\n{out}")
+    assert re.search(r"logits against recompute: (identical|max \|difference\| \S+ .*within the tolerance)", out), (
+        f"a loaded prefix should give the logits of recompute:\n{out}")
+    table = out.split("written (MB)", 1)[-1].splitlines()[2:]
+    rows = [line.split() for line in table[:next((i for i, line in enumerate(table) if not line[:1].isdigit()), None)]]
+    assert len(rows) > 1, f"part 3 should print the store's bound, a row per fill step:\n{out}"
+    first, last = rows[0], rows[-1]
+    assert number(last[2]) > 0 and number(last[-1]) < number(first[-1]), (
+        f"filling the store past maxmemory should evict chunks and shorten the first prompt's lookup:\n{out}")

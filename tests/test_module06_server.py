@@ -5,7 +5,8 @@ bounded in time. Covered: /health, /v1/models, /metrics; chat and text completio
 without streaming (SSE ending in [DONE]); prefix-cache hits reported in usage and /metrics;
 OpenAI-style error bodies and status codes; 8 concurrent streaming clients with mixed prefixes on a
 pool too small for all of them (same tokens as alone, none lost, the pool never over-committed,
-every block free again); and the lab's own script, unchanged except for its base_url.
+every block free again); the lab's own script, unchanged except for its base_url; and `--kv-store`:
+two servers (different PYTHONHASHSEED) sharing one Redis, the second loading what the first stored.
 """
 from __future__ import annotations
 
@@ -61,9 +62,11 @@ class Running:
         return values
 
 
-def start_server(*flags: str) -> Running:
+def start_server(*flags: str, hash_seed: str | None = None) -> Running:
     port = free_port()
     env = {**os.environ, "OPENBLAS_NUM_THREADS": "1", "PYTHONPATH": str(REPO)}
+    if hash_seed is not None:
+        env["PYTHONHASHSEED"] = hash_seed
     process = subprocess.Popen(
         [sys.executable, "-m", "kvlab.serving.server", "--host", "127.0.0.1", "--port", str(port), *flags],
         cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
@@ -276,3 +279,55 @@ def test_the_labs_script_runs_with_only_its_base_url_changed(lab_server: Running
     assert run.returncode == 0, f"the lab's script failed:\n{run.stdout[-2000:]}\n{run.stderr[-3000:]}"
     assert "NO CACHE TTFT" in run.stdout and "CACHE TTFT" in run.stdout, f"the script printed:\n{run.stdout}"
     assert httpx.get(server.url + "/health", timeout=10).status_code == 200, "the server should survive the script"
+
+
+# --kv-store: chunks of 16 tokens, so a 64-token shared prefix is 4 chunks.
+KV_CHUNK, SHARED = 16, list(range(400, 464))
+
+
+@pytest.mark.timeout(180)
+def test_two_servers_share_kv_through_the_store() -> None:
+    pytest.importorskip("redis", reason="the Redis client (requirements/kvstore.txt) is not installed")
+    from kvlab.kvstore import redis_server
+    from kvlab.serving.engine import SERVE, Engine
+    from kvlab.serving.server import load_submission_module
+    from kvlab.serving.tokenizer import load_tokenizer
+
+    first_prompt, second_prompt = SHARED + [7, 8, 9, 10, 11, 12, 13], SHARED + [21, 22, 23, 24, 25]
+    with redis_server(16 << 20) as url:
+        flags = ("--kv-store", url, "--kv-chunk-size", str(KV_CHUNK), "--num-gpu-blocks-override", "64",
+                 "--max-model-len", str(MAX_MODEL_LEN))
+        servers = [start_server(*flags, hash_seed=seed) for seed in ("1", "2")]
+        try:
+            answers = [client(running).completions.create(model="kvlab-serve", prompt=prompt, max_tokens=4)
+                       for running, prompt in zip(servers, (first_prompt, second_prompt))]
+            first, second = (running.metrics() for running in servers)
+        finally:
+            for running in servers:
+                stop_server(running)
+    assert first["kvlab:kv_store_chunks_stored_total"] == len(first_prompt) // KV_CHUNK, (
+        f"the first server should store the {len(first_prompt) // KV_CHUNK} full chunks of its prompt; it stored "
+        f"{first['kvlab:kv_store_chunks_stored_total']:.0f}")
+    assert second["kvlab:prefill_positions_total"] == len(second_prompt) - len(SHARED), (
+        f"the second server should compute only the {len(second_prompt) - len(SHARED)} tokens after the stored "
+        f"prefix; it computed {second['kvlab:prefill_positions_total']:.0f}")
+    assert second["kvlab:kv_store_loaded_tokens_total"] == len(SHARED), (
+        f"the second server should fill {len(SHARED)} positions from the store; it filled "
+        f"{second['kvlab:kv_store_loaded_tokens_total']:.0f}")
+    assert second["kvlab:kv_store_hits_total"] == len(SHARED) // KV_CHUNK, (
+        f"/metrics of the second server should count {len(SHARED) // KV_CHUNK} chunk hits; it shows "
+        f"{second['kvlab:kv_store_hits_total']:.0f}")
+    assert second["kvlab:kv_store_bytes_loaded_total"] == first["kvlab:kv_store_bytes_stored_total"] > 0, (
+        f"the second server loaded {second['kvlab:kv_store_bytes_loaded_total']:.0f} bytes; the first stored "
+        f"{first['kvlab:kv_store_bytes_stored_total']:.0f}, the same chunks")
+
+    # The same prompt recomputed in this process, without a store: the greedy tokens must agree.
+    tokenizer = load_tokenizer()
+    manager = load_submission_module(REPO / "solutions" / "module06", "block_manager").BlockManager(64, BLOCK_SIZE)
+    engine = Engine(manager, SERVE, dtype="float32", eos_token_id=tokenizer.eos_token_id)
+    request = engine.add_request(second_prompt, 4)
+    while engine.has_unfinished():
+        engine.step()
+    assert answers[1].choices[0].text == tokenizer.decode(request.output), (
+        f"with its prefix loaded from the store the second server answered {answers[1].choices[0].text!r}; "
+        f"recomputing the same prompt gives {tokenizer.decode(request.output)!r}")

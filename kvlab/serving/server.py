@@ -4,16 +4,29 @@
     python -m kvlab.serving.server [--host 127.0.0.1] [--port 8000] [--served-model-name NAME ...]
         [--enable-prefix-caching | --no-enable-prefix-caching] [--max-model-len 4096]
         [--block-size 16] [--num-gpu-blocks-override 1024] [--dtype float32] [--submission DIR]
+        [--kv-store URL] [--kv-chunk-size 256]
 
 `--submission DIR` names the folder whose `block_manager.py` manages the KV blocks (default:
 $KVLAB_SUBMISSION, else the repository's reference solution when present, else the current
 folder). The model is `kvlab.serving.engine.SERVE` with fixed weights; decoding is greedy, so
 `temperature`, `top_p` and the like are accepted and ignored.
 
+`--kv-store URL` (off by default; module 6, part 3, LMCache's role in vLLM) shares KV with other
+engines through an external store: `redis://HOST:PORT`, `unix:///PATH` (a Redis server) or `memory://`
+(a store inside this process, for tests). The engine then runs the `KVConnector` of the submission
+folder's `kv_connector.py`, built as `KVConnector(open_store(URL), model_fingerprint(SERVE, dtype,
+WEIGHT_SEED), --kv-chunk-size)`: at each admission it loads the stored chunks of the prompt beyond
+what the local prefix cache holds, and after each prefill it stores the prompt's new full chunks.
+
 Endpoints: `POST /v1/chat/completions` and `POST /v1/completions` (with `"stream": true`:
 server-sent events, one `data: {json}` chunk per token, ending with `data: [DONE]`), `GET /v1/models`,
 `GET /health`, `GET /metrics` (Prometheus text: vLLM's `vllm:prefix_cache_queries_total` and
-`vllm:prefix_cache_hits_total` counters, in tokens, and a few more). Errors are OpenAI-style bodies
+`vllm:prefix_cache_hits_total` counters, in tokens, the prompt positions computed
+`kvlab:prefill_positions_total`, and a few more; with `--kv-store`, the connector's counters too:
+`kvlab:kv_store_hits_total` and `kvlab:kv_store_misses_total` in chunks,
+`kvlab:kv_store_bytes_loaded_total`, `kvlab:kv_store_bytes_stored_total`,
+`kvlab:kv_store_chunks_stored_total`, and `kvlab:kv_store_loaded_tokens_total`, the prompt positions
+filled from the store). Errors are OpenAI-style bodies
 `{"error": {"message", "type", "param", "code"}}`: 400 for a bad request (malformed JSON, a negative
 `max_tokens`, a prompt longer than `--max-model-len`, or one the KV pool could never hold), 404 for
 an unknown model.
@@ -46,7 +59,8 @@ import uvicorn
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
 
-from kvlab.serving.engine import SERVE, Engine, EngineError, Event
+from kvlab.kvstore import model_fingerprint, open_store
+from kvlab.serving.engine import SERVE, WEIGHT_SEED, Engine, EngineError, Event
 from kvlab.serving.tokenizer import ChatTokenizer, load_tokenizer, stream_text
 
 REPO = Path(__file__).resolve().parents[2]
@@ -75,12 +89,13 @@ def default_submission() -> Path:
     return reference if (reference / "block_manager.py").is_file() else Path(".")
 
 
-def load_block_manager(folder: Path) -> Any:
-    """The `block_manager` module of `folder` (its BlockManager class is what the server runs)."""
-    path = Path(folder) / "block_manager.py"
+def load_submission_module(folder: Path, name: str) -> Any:
+    """The module `name` of `folder`: `block_manager` (its BlockManager manages the KV blocks) or
+    `kv_connector` (its KVConnector talks to the --kv-store)."""
+    path = Path(folder) / f"{name}.py"
     if not path.is_file():
-        raise SystemExit(f"no block_manager.py in {folder}: pass --submission DIR")
-    spec = importlib.util.spec_from_file_location("block_manager", path)
+        raise SystemExit(f"no {name}.py in {folder}: pass --submission DIR")
+    spec = importlib.util.spec_from_file_location(name, path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -104,7 +119,7 @@ class EngineThread:
         self.streams: dict[str, Stream] = {}
         self.wake = threading.Event()
         self.stopping = False
-        self.prompt_tokens = self.generation_tokens = self.prefill_positions = self.finished = 0
+        self.prompt_tokens = self.generation_tokens = self.prefill_positions = self.loaded_tokens = self.finished = 0
         self.thread = threading.Thread(target=self._run, name="engine", daemon=True)
         self.thread.start()
 
@@ -168,6 +183,7 @@ class EngineThread:
         request = self.engine.requests.get(event.request_id)
         if event.finish_reason is not None and request is not None:
             self.prefill_positions += request.prefill_positions
+            self.loaded_tokens += request.num_loaded
             self.finished += 1
             del self.engine.requests[event.request_id]
         self._send(event.request_id, (event, request.num_cached if request is not None else 0))
@@ -191,10 +207,19 @@ class Server:
         self.args = args
         self.names = list(args.served_model_name)
         self.tokenizer: ChatTokenizer = load_tokenizer()
-        module = load_block_manager(Path(args.submission))
+        module = load_submission_module(Path(args.submission), "block_manager")
         self.manager = module.BlockManager(args.num_gpu_blocks_override, args.block_size, args.enable_prefix_caching)
         dtype = np.dtype(args.dtype)
-        self.engine = Engine(self.manager, SERVE, dtype=dtype)
+        self.connector = None
+        if args.kv_store:
+            connectors = load_submission_module(Path(args.submission), "kv_connector")
+            store = open_store(args.kv_store)
+            try:
+                store.ping()  # fail at startup, not at the first request, when the store is not there
+            except Exception as error:
+                raise SystemExit(f"--kv-store {args.kv_store} does not answer: {type(error).__name__}: {error}") from error
+            self.connector = connectors.KVConnector(store, model_fingerprint(SERVE, dtype, WEIGHT_SEED), args.kv_chunk_size)
+        self.engine = Engine(self.manager, SERVE, dtype=dtype, kv_connector=self.connector)
         self.runner = EngineThread(self.engine)
         self.created = int(time.time())
         self.ids = itertools.count()
@@ -246,10 +271,35 @@ class Server:
             ("kvlab:prefill_positions_total", "counter", "Prompt positions run through the model (finished requests).",
              runner.prefill_positions),
         ]
+        if self.connector is not None:
+            rows += [(f"kvlab:kv_store_{attribute}_total", "counter", text, _counter(self.connector, attribute))
+                     for attribute, text in CONNECTOR_COUNTERS]
+            rows.append(("kvlab:kv_store_loaded_tokens_total", "counter",
+                         "Prompt positions filled from the KV store instead of computed (finished requests).",
+                         runner.loaded_tokens))
         lines = []
         for name, kind, text, value in rows:
             lines += [f"# HELP {name} {text}", f"# TYPE {name} {kind}", f"{name}{label} {value}"]
         return "\n".join(lines) + "\n"
+
+
+# The KV connector's counters on /metrics, by attribute (kv_connector.py's KVConnector states them).
+CONNECTOR_COUNTERS = (
+    ("hits", "KV store chunks loaded."),
+    ("misses", "Full prompt chunks the KV store could not supply (computed instead)."),
+    ("bytes_loaded", "Bytes read from the KV store."),
+    ("bytes_stored", "Bytes written to the KV store."),
+    ("chunks_stored", "Chunks written to the KV store."),
+)
+
+
+def _counter(connector: Any, attribute: str) -> float | int:
+    """A connector counter as a number; NaN when the student's connector lacks it or it is not a number,
+    so that /metrics still answers."""
+    value = getattr(connector, attribute, None)
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
+        return float("nan")
+    return value
 
 
 def _text_of(content: Any) -> str:
@@ -463,12 +513,19 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--num-gpu-blocks-override", type=int, default=1024, help="KV blocks in the pool")
     parser.add_argument("--dtype", choices=["float32", "float64"], default="float32")
     parser.add_argument("--submission", default=str(default_submission()),
-                        help="folder holding block_manager.py (default: %(default)s)")
+                        help="folder holding block_manager.py (and kv_connector.py for --kv-store; default: %(default)s)")
+    parser.add_argument("--kv-store", metavar="URL", default=None,
+                        help="share KV through an external store: redis://HOST:PORT, unix:///PATH or memory:// "
+                             "(default: off)")
+    parser.add_argument("--kv-chunk-size", type=int, default=256, metavar="N",
+                        help="tokens per stored chunk with --kv-store (default: %(default)s, as LMCache)")
     args = parser.parse_args(argv)
     if not 1 <= args.max_model_len <= SERVE.max_seq:
         parser.error(f"--max-model-len must lie in 1 .. {SERVE.max_seq} (the model's context)")
-    if args.block_size < 1 or args.num_gpu_blocks_override < 1:
-        parser.error("--block-size and --num-gpu-blocks-override must be >= 1")
+    if args.block_size < 1 or args.num_gpu_blocks_override < 1 or args.kv_chunk_size < 1:
+        parser.error("--block-size, --num-gpu-blocks-override and --kv-chunk-size must be >= 1")
+    if args.kv_store is not None and not args.kv_store.startswith(("redis://", "unix://", "memory://")):
+        parser.error(f"--kv-store takes redis://HOST:PORT, unix:///PATH or memory://; got {args.kv_store!r}")
     return args
 
 
