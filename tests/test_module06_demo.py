@@ -66,7 +66,8 @@ def test_part3_second_engine_loads_what_the_first_stored(store: str) -> None:
     out = run_demo("--part", "3", "--runs", "1", "--store", store, "--store-mb", "16", "--system-prompt-repeats", "1",
                    "--chunk-size", str(chunk), timeout=140)
     assert ("redis-server" if store == "system" else "EmbeddedRedisServer") in out, f"the demo should name its store:\n{out}"
-    (with_ttft, without_ttft) = map(number, row(out, "TTFT (ms)"))
+    # TTFT is printed, not asserted: a wall-clock time on a shared machine is noise (make demo shows it).
+    assert len(row(out, "TTFT (ms)")) == 2, f"the demo should print both engines' TTFT:\n{out}"
     prompt, _ = map(number, row(out, "prompt tokens"))
     computed, recomputed = map(number, row(out, "prefill positions computed"))
     loaded, none_loaded = map(number, row(out, "positions loaded from the store"))
@@ -77,9 +78,6 @@ def test_part3_second_engine_loads_what_the_first_stored(store: str) -> None:
     assert computed + loaded == prompt == recomputed, (
         f"engine 2 should compute only the {prompt:.0f}-token prompt's suffix after the {loaded:.0f} loaded "
         f"positions, engine 3 all of it; they computed {computed:.0f} and {recomputed:.0f}:\n{out}")
-    assert with_ttft < without_ttft, (
-        f"loading the prefix should beat recomputing it ({prompt - computed:.0f} of {prompt:.0f} positions saved); "
-        f"TTFT {with_ttft:.0f} ms against {without_ttft:.0f} ms (a stalled machine can cause this):\n{out}")
     assert "identical in 1 of 1 runs" in out and "next token the same" in out, (
         f"engine 2's answer and next token should equal recompute's:\n{out}")
     assert re.search(r"logits against recompute: (identical|max \|difference\| \S+ .*within the tolerance)", out), (
