@@ -37,6 +37,10 @@ against two suites.
     python -m tools.mutate lecture02 [--jobs N] [--limit N] [--file F] [--only hidden|public]
                                      [--timeout S] [--json OUT]
 
+The suites run in this process's environment: lecture 7's hidden tests on Mooncake's real trace
+skip unless KVLAB_MOONCAKE_DIR (or ../shared/data/mooncake) holds it, and their run then takes
+about four times longer.
+
 Exit status 0 whenever the sweep ran; 1 when the reference solution does not pass a suite (every
 mutant would then count as killed) or an option is wrong.
 """
@@ -81,6 +85,10 @@ KILLED, TIMEOUT, SURVIVED, ERROR = "killed", "timeout", "survived", "error"
 # 3 internal error (raised from the submission while the plugin loads it). 4 (usage) and 5 (no
 # tests) are the tool's fault, not the mutant's.
 KILLING_CODES = (1, 2, 3)
+# Seconds the reference solution's run may take; a mutant's run may take TIMEOUT_FACTOR times as
+# long plus TIMEOUT_MARGIN (the machine may be busy), unless --timeout says otherwise.
+REFERENCE_TIMEOUT = 600
+TIMEOUT_FACTOR, TIMEOUT_MARGIN = 10, 10
 # Output lines kept from a run that ended in an error, to tell why.
 ERROR_LINES = 15
 
@@ -251,15 +259,17 @@ def _walk(node: ast.AST, parent: ast.AST) -> Iterator[tuple[ast.AST, ast.AST]]:
             yield from _walk(child, node)
 
 
+def _stripped(block: str) -> str:
+    """`block` with each line stripped of its indentation."""
+    return "\n".join(line.strip() for line in block.splitlines())
+
+
 def _touched(source: Source, start: int, end: int, new: str) -> tuple[str, str]:
     """The whole lines an edit touches, stripped: before, after."""
     first = source.text.rfind("\n", 0, start) + 1
     last = source.text.find("\n", end)
     last = len(source.text) if last < 0 else last
-    before = source.text[first:last]
-    after = source.text[first:start] + new + source.text[end:last]
-    strip = lambda block: "\n".join(line.strip() for line in block.splitlines())  # noqa: E731
-    return strip(before), strip(after)
+    return _stripped(source.text[first:last]), _stripped(source.text[first:start] + new + source.text[end:last])
 
 
 def mutants_of(text: str, file: str, helpers: set[str]) -> list[Mutant]:
@@ -406,7 +416,29 @@ def report(results: Sequence[Result], suites: Sequence[str], stale: Sequence[str
         write(f"stale equivalent entry (matches no mutant): {entry}")
 
 
+def reference_runner(solution: Path, tests: Path, timeout: float | None, log: Path) -> Runner | None:
+    """The Runner of a suite for the mutants, or None when the reference solution does not pass it
+    (every mutant would then look killed). Without a `timeout`, the reference's time sets it."""
+    begun = time.monotonic()
+    status, detail = Runner(tests, timeout=REFERENCE_TIMEOUT).run(solution, log)
+    if status != SURVIVED:
+        print(f"{tests.relative_to(REPO)} on {solution.relative_to(REPO)}: {status}\n{detail}")
+        return None
+    return Runner(tests, timeout or TIMEOUT_FACTOR * (time.monotonic() - begun) + TIMEOUT_MARGIN)
+
+
+def write_json(path: Path, assignment: str, results: Sequence[Result], suites: Sequence[str], stale: Sequence[str]) -> None:
+    """The sweep's results as JSON: rates per suite, stale equivalent entries, every mutant (its file's text aside)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    rates = {suite: dict(zip(("killed", "counted"), rate(results, suite))) for suite in suites}
+    entries = [{**{k: v for k, v in asdict(r.mutant).items() if k != "text"}, "equivalent": r.equivalent,
+                "status": r.status, "seconds": round(r.seconds, 2), "detail": r.detail} for r in results]
+    path.write_text(json.dumps({"assignment": assignment, "rates": rates, "stale_equivalents": list(stale),
+                                "mutants": entries}, indent=1) + "\n", encoding="utf-8")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run the sweep (see the module docstring); 0 when it ran."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("assignment", help="assignment id, e.g. lecture02")
     parser.add_argument("--jobs", type=int, default=2, help="mutants tested at a time (default 2)")
@@ -435,19 +467,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     results = [Result(m, equivalent=equivalents.get(m.id)) for m in chosen]
     to_run = [r for r in results if r.equivalent is None][:args.limit]
     if args.limit is not None:
-        results = [r for r in results if r.equivalent is not None or r in to_run]
+        running = {r.mutant.id for r in to_run}
+        results = [r for r in results if r.equivalent is not None or r.mutant.id in running]
 
     with tempfile.TemporaryDirectory(prefix="kvlab-mutate-") as scratch:
         runners = {}
         for suite in suites:
-            # The reference must pass, or every mutant would look killed; its time sets the timeout.
-            probe = Runner(tests[suite], timeout=600)
-            begun = time.monotonic()
-            status, detail = probe.run(solution, Path(scratch) / f"reference-{suite}.log")
-            if status != SURVIVED:
-                print(f"the reference solution does not pass the {suite} suite ({status}); nothing to measure\n{detail}")
+            runner = reference_runner(solution, tests[suite], args.timeout, Path(scratch) / f"reference-{suite}.log")
+            if runner is None:
+                print(f"the reference solution does not pass the {suite} suite; nothing to measure")
                 return 1
-            runners[suite] = Runner(tests[suite], args.timeout or 10 * (time.monotonic() - begun) + 10)
+            runners[suite] = runner
         print(f"{args.assignment}: {len(to_run)} mutants to run ({len(everything)} in all), suites {', '.join(suites)}, "
               f"timeouts {', '.join(f'{s} {r.timeout:.0f} s' for s, r in runners.items())}, {args.jobs} at a time",
               flush=True)
@@ -460,12 +490,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     report(results, suites, stale, print)
     if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        rates = {suite: dict(zip(("killed", "counted"), rate(results, suite))) for suite in suites}
-        entries = [{**{k: v for k, v in asdict(r.mutant).items() if k != "text"}, "equivalent": r.equivalent,
-                    "status": r.status, "seconds": round(r.seconds, 2), "detail": r.detail} for r in results]
-        args.json.write_text(json.dumps({"assignment": args.assignment, "rates": rates, "stale_equivalents": stale,
-                                         "mutants": entries}, indent=1) + "\n", encoding="utf-8")
+        write_json(args.json, args.assignment, results, suites, stale)
     return 0
 
 
