@@ -76,3 +76,10 @@ test: venv traces check-py310
 
 clean:
 	rm -rf dist build
+
+# Mutation sweep of one assignment (not part of `make test`: it takes tens of minutes). Options for
+# tools/mutate.py go in MUTATE, e.g. `make mutate A=lecture07 JOBS=1 MUTATE="--file paged_kv.py --limit 20"`.
+MUTATE ?=
+.PHONY: mutate
+mutate: venv
+	$(PY) -m tools.mutate $(A) --jobs $(JOBS) $(MUTATE)
