@@ -117,6 +117,9 @@ class Case:
     budget: float = TIME_BUDGET
     root_only: str = ""  # why the case cannot run safely or meaningfully without root-level isolation
     writes_grader_files: bool = False  # without an unprivileged worker, must end in a grader fault
+    # False: graded as Gradescope's Docker grades (no bubblewrap; the unprivileged user and file
+    # permissions only), with an interpreter that user can run (see gradescope_env).
+    bubblewrap: bool = True
 
     @property
     def payload(self) -> str:
@@ -172,10 +175,52 @@ CASES = [
     Case("odd text everywhere", "no_decode", "odd_text"),
     Case("background thread and endless results", "no_decode", "background_mischief"),
     Case("huge and deeply nested results", "no_decode", "huge_results"),
+    # Disk (issue 8, class 4): each graded with and without bubblewrap.
+    Case("3,000-deep folder chain", "no_decode", "deep_chain"),
+    Case("3,000-deep folder chain, no bubblewrap", "no_decode", "deep_chain", bubblewrap=False,
+         says=("nested more than 64 deep",)),
+    Case("30,000 empty files per call", "no_decode", "many_files", says=("more than 10000 files and folders",)),
+    Case("30,000 empty files per call, no bubblewrap", "no_decode", "many_files", bubblewrap=False,
+         says=("more than 10000 files and folders",)),
+    Case("filling the disk", "no_decode", "fill_disk", says=("HOSTILE could not fill /tmp",)),
+    Case("filling the disk, no bubblewrap", "no_decode", "fill_disk", bubblewrap=False,
+         says=("its folder held more than 64 MB",)),
+    # Time (issue 8, class 6): the per-call limit is the worker's CPU time, the wall clock a backstop.
+    Case("every call just under the CPU limit", "no_decode", "cpu_just_under_limit", breaks=True, budget=10.0,
+         says=("not run: the earlier tests used up the time",)),
+    Case("a call that sleeps forever", "no_decode", "sleep_forever", breaks=True,
+         says=("of wall-clock time", "not run: the earlier tests used up the time")),
+    Case("endless loop at import", "no_decode", "spin_at_import", breaks=True,
+         says=("kv_decode.py could not be imported", "time limit of 2 s of CPU time")),
     Case("forward asked to do far too much", "no_decode", "huge_forward",
          says=("is bigger than the grader runs in one call", "more than the grader runs attention over")),
 ]
 CASE_IDS = [re.sub(r"[^\w.]+", "-", case.name).strip("-") for case in CASES]
+
+
+def readable_python() -> str | None:
+    """A system interpreter of this version that the unprivileged user can run (as setup.sh's venv
+    is on Gradescope; pyenv's under /root may not be), or None."""
+    import pwd
+
+    candidate = f"/usr/bin/python{sys.version_info[0]}.{sys.version_info[1]}"
+    if not IS_ROOT or not os.path.exists(candidate):
+        return None
+    nobody = pwd.getpwnam("nobody")
+    done = subprocess.run([candidate, "-c", "pass"], user=nobody.pw_uid, group=nobody.pw_gid, extra_groups=[],
+                          capture_output=True, check=False, cwd="/")
+    return candidate if done.returncode == 0 else None
+
+
+READABLE_PYTHON = readable_python()
+
+
+def gradescope_env(env: dict[str, str]) -> dict[str, str]:
+    """`env` for a grading as Gradescope's Docker runs it: no bubblewrap, and the grader (hence the
+    worker) on an interpreter the unprivileged user can run, with this venv's packages."""
+    assert READABLE_PYTHON is not None, "callers skip without a readable interpreter"
+    return {**env, "KVLAB_NO_BUBBLEWRAP": "1", "KVLAB_PYTHON": READABLE_PYTHON,
+            "PYTHONPATH": f"{env['PYTHONPATH']}{os.pathsep}{SITE_PACKAGES}"}
 
 
 # ----- what must not leak ---------------------------------------------------------------------------
@@ -326,6 +371,21 @@ def sandbox_uid() -> int:
 SANDBOX_UID = sandbox_uid()
 
 
+def sandbox_folders() -> set[Path]:
+    """The sandboxes' private folders now in the temporary folder."""
+    return set(Path("/tmp").glob("sandbox-*"))
+
+
+def scratch_entries() -> set[str]:
+    """What the unprivileged user owns directly in the shared scratch folders (root only: otherwise
+    that user is the grading user itself)."""
+    found: set[str] = set()
+    for folder in ("/tmp", "/var/tmp", "/dev/shm") if IS_ROOT else ():
+        with os.scandir(folder) as listing:
+            found |= {entry.path for entry in listing if entry.stat(follow_symlinks=False).st_uid == SANDBOX_UID}
+    return found
+
+
 # ----- grading ----------------------------------------------------------------------------------------
 
 @dataclass
@@ -389,6 +449,8 @@ def grade(layout: Path, files: dict[str, str], env: dict[str, str], budget: floa
 
 
 def run_case(case: Case, package: Path, base: Path, env: dict[str, str]) -> Outcome:
+    if not case.bubblewrap:
+        env = gradescope_env(env)
     layout = make_layout(base / re.sub(r"\W+", "-", case.name), package)
     marker = str(layout / "marker")
     submitted = HONEST[case.honest] + ("\n\n# ----- hostile payload -----\n" + case.payload if case.payload else "")
@@ -420,6 +482,8 @@ class Campaign:
     sandbox_before: set[int]  # sandbox processes (of other gradings on this machine) before the suite
     sandbox_after: set[int]  # and right after its last grading
     seconds: float
+    folders_left: set[Path]  # sandbox folders that appeared during the suite and remain
+    scratch_left: set[str]  # what the unprivileged user left in the shared scratch folders
 
 
 @pytest.fixture(scope="session")
@@ -440,7 +504,9 @@ def campaign(tmp_path_factory: pytest.TempPathFactory) -> Campaign:
         "PYTHONDONTWRITEBYTECODE": "1", "PYTHONPATH": str(stand_in.parent),
     }
     sandbox_before = sandbox_processes()
-    runnable = [case for case in CASES if IS_ROOT or not case.root_only]
+    runnable = [case for case in CASES if (IS_ROOT or not case.root_only)
+                and (case.bubblewrap or READABLE_PYTHON is not None)]
+    folders_before, scratch_before = sandbox_folders(), scratch_entries()
     # A file anyone may write, among the interpreter's packages: the worker must not be able to
     # write it (the payloads append to every writable file they find there). Root only: the venv
     # belongs to root.
@@ -469,7 +535,8 @@ def campaign(tmp_path_factory: pytest.TempPathFactory) -> Campaign:
     for name, outcome in outcomes.items():
         score = outcome.hostile.results and outcome.hostile.results["score"]
         print(f"  {name}: score {score}, {outcome.hostile.seconds:.1f} s (+ clean {outcome.clean.seconds:.1f} s)")
-    return Campaign(honest, outcomes, sandbox_before, sandbox_processes(), seconds)
+    return Campaign(honest, outcomes, sandbox_before, sandbox_processes(), seconds,
+                    sandbox_folders() - folders_before, scratch_entries() - scratch_before)
 
 
 # ----- the checks -------------------------------------------------------------------------------------
@@ -505,6 +572,8 @@ def test_honest_parts_grade_as_expected(campaign: Campaign, variant: str) -> Non
 def test_hostile_submission(campaign: Campaign, case: Case) -> None:
     if case.root_only and not IS_ROOT:
         pytest.skip(f"needs root-level isolation: {case.root_only}")
+    if not case.bubblewrap and READABLE_PYTHON is None:
+        pytest.skip("no interpreter here that the unprivileged user can run, so no grading without bubblewrap")
     outcome = campaign.outcomes[case.name]
     hostile, honest = outcome.hostile, campaign.honest[case.honest].results
     assert honest is not None, f"the honest part {case.honest} was not graded"
@@ -567,6 +636,13 @@ def test_hostile_submission(campaign: Campaign, case: Case) -> None:
     )
 
 
+def test_no_sandbox_folder_or_scratch_file_outlives_the_suite(campaign: Campaign) -> None:
+    """Every grading removes its sandbox's folder, and what the worker's user wrote into /tmp,
+    /var/tmp or /dev/shm (possible without bubblewrap), whatever the payload made there."""
+    assert not campaign.folders_left, f"sandbox folders left behind: {sorted(campaign.folders_left)[:5]}"
+    assert not campaign.scratch_left, f"files of the sandbox's user left behind: {sorted(campaign.scratch_left)[:5]}"
+
+
 def test_no_sandbox_process_outlives_the_suite(campaign: Campaign) -> None:
     """After every grading has ended, no worker and no process of the unprivileged user remains.
 
@@ -618,13 +694,14 @@ def test_hostile_sources_parse(path: Path) -> None:
         pytest.fail(f"{path.relative_to(REPO)} does not parse: {error}")
 
 
-def test_every_case_folder_is_used_once() -> None:
-    folders = sorted(p.name for p in HOSTILE_DIR.iterdir() if p.is_dir())
-    used = [case.folder for case in CASES]
-    assert sorted(used) == folders, (
-        f"each folder of tests/hostile must be one case: unused {sorted(set(folders) - set(used))}, "
-        f"missing {sorted(set(used) - set(folders))}, twice {sorted({f for f in used if used.count(f) > 1})}"
+def test_every_case_folder_is_used() -> None:
+    folders = {p.name for p in HOSTILE_DIR.iterdir() if p.is_dir()}
+    used = {case.folder for case in CASES}
+    assert used == folders, (
+        f"each folder of tests/hostile must be a case: unused {sorted(folders - used)}, missing {sorted(used - folders)}"
     )
+    names = [case.name for case in CASES]
+    assert len(set(names)) == len(names), "two cases with one name"
     empty = [case.name for case in CASES if not case.payload and not case.files]
     assert not empty, f"cases with neither a payload nor files: {empty}"
 
