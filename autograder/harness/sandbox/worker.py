@@ -17,6 +17,10 @@ usual), then {"op": "return", "ok": true, "value"} or {"op": "return", "ok": fal
 
 Everything here is untrusted once student code has run: the trusted side validates every byte this
 process sends, and never imports this module. The wire format is described in `wireformat.py`.
+
+Over 400 lines on purpose: this file runs alone, from a private folder, with only `wireformat.py`
+beside it and no package around it, so the worker's whole side (limits, object table, callbacks,
+encoding, exception reports) lives here.
 """
 from __future__ import annotations
 
