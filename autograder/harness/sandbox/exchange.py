@@ -26,7 +26,6 @@ from .process import (
     WorkerProcess,
     folder_usage,
     readable,
-    tmpfs_usage,
 )
 from .proxy import Proxy
 from .wire import Decoder, Reader, WireTypes, encode
@@ -115,12 +114,14 @@ class Exchange:
         elif wall is None:
             wall = self.limits.wall_seconds(timeout)
         deadline, next_check = started + wall, started + CHECK_SECONDS
+        all_threads_before: float | None = None  # taken at the first periodic check (see there)
         while True:
             try:
                 while reader.wanted():
                     now = time.monotonic()
                     if now >= next_check:
-                        self._check_limits(worker, label, timeout, cpu_before)
+                        all_threads_before = self._check_limits(worker, label, timeout, cpu_before,
+                                                                all_threads_before)
                         next_check = now + CHECK_SECONDS
                     if now >= deadline:
                         self._timed_out(label, timeout, cpu_before, wall)
@@ -240,13 +241,24 @@ class Exchange:
         assert worker is not None
         return worker.stop(kill, self._keep_output)
 
-    def _check_limits(self, worker: WorkerProcess, label: str, timeout: float, cpu_before: float | None) -> None:
+    def _check_limits(
+        self, worker: WorkerProcess, label: str, timeout: float, cpu_before: float | None,
+        all_threads_before: float | None,
+    ) -> float | None:
         """During a request: stop the worker when it has used up the request's CPU time or its folder
-        is over its bounds."""
-        cpu = worker.cpu_seconds()
-        if cpu is not None and cpu_before is not None and cpu - cpu_before > timeout:
+        is over its bounds. The CPU time is the main thread's since the request began or, if more,
+        all threads' since the first check (`all_threads_before`, returned for the next check: one
+        reading fewer per round trip, and a check comes CHECK_SECONDS into a request)."""
+        cpu, all_threads = worker.cpu_seconds(), worker.process_cpu_seconds()
+        if all_threads_before is None:
+            all_threads_before = all_threads
+        main_used = cpu - cpu_before if cpu is not None and cpu_before is not None else 0.0
+        known = all_threads is not None and all_threads_before is not None
+        all_used = all_threads - all_threads_before if known else 0.0  # type: ignore[operator]
+        if max(main_used, all_used) > timeout:
             self._timed_out(label, timeout, cpu_before, None)
         self._check_disk(worker, label, cpu)
+        return all_threads_before
 
     def _check_disk(self, worker: WorkerProcess, label: str, cpu: float | None) -> None:
         """Measure the worker's folder and stop a worker whose folder holds too much.
@@ -266,8 +278,7 @@ class Exchange:
             self._disk_checked, self._disk_checked_cpu = now, cpu
         limits, home = self.limits, self._res.home
         if self._plan.bubblewrap:
-            # The worker's own tmpfs, seen through its mount namespace.
-            usage = tmpfs_usage(f"/proc/{worker.cpu_pid}/root{home}")
+            usage = worker.home_usage(home)
             # The tmpfs's own root folder is one of its inodes.
             too_many = usage is not None and usage[1] > limits.disk_files + 1
             problem = f"more than {limits.disk_files} files and folders" if too_many else None

@@ -57,39 +57,60 @@ class WorkerProcess:
         self.out_open = True
         self.launched, self.init_seq = launched, init_seq  # when, and the seq its ready reply echoes
         self.ready = False
-        self._proc_files: tuple[int, int, int] | None = None  # pid, open /proc/<pid>/schedstat and stat
+        self._proc_pid = self.cpu_pid  # whose /proc files _proc_files holds open, by name
+        self._proc_files: dict[str, int] = {}
 
     def cpu_seconds(self) -> float | None:
-        """CPU seconds the whole worker process used so far, read from outside it (two readings per
-        round trip); None when unreadable.
+        """CPU seconds the worker's main thread used so far, exact, read from outside it (two
+        readings per round trip); None when unreadable. The worker can start no thread while
+        RLIMIT_NPROC is 0 (Limits.max_processes); `process_cpu_seconds` counts every thread.
 
-        The larger of the main thread's exact count (schedstat, nanoseconds) and the process's total
-        over all its threads, ended ones included (stat, clock ticks): work moved to a thread is
-        counted too, to within a tick. Open files read again with pread: a fresh open per reading
-        cost a few microseconds more, which adds up over tens of thousands of round trips.
+        One open file read again with pread: a fresh open per reading cost a few microseconds more,
+        which adds up over tens of thousands of round trips.
         """
-        if self._proc_files is None or self._proc_files[0] != self.cpu_pid:
-            self._close_proc_files()
-            try:
-                fds = [os.open(f"/proc/{self.cpu_pid}/{name}", os.O_RDONLY) for name in ("schedstat", "stat")]
-            except OSError:
-                return read_cpu(self.cpu_pid)
-            self._proc_files = (self.cpu_pid, fds[0], fds[1])
-        _, schedstat, stat = self._proc_files
+        fd = self._proc_file("schedstat")
         try:
-            main_thread = int(os.pread(schedstat, 128, 0).split()[0]) / 1e9
-            fields = os.pread(stat, 4096, 0).rsplit(b")", 1)[1].split()
-            # Fields 14 and 15 of stat (utime, stime), counted from the state field after the name.
-            total = (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
-        except (OSError, ValueError, IndexError):
+            return int(os.pread(fd, 128, 0).split()[0]) / 1e9
+        except (OSError, ValueError, IndexError, TypeError):
             return read_cpu(self.cpu_pid)
-        return max(main_thread, total)
+
+    def process_cpu_seconds(self) -> float | None:
+        """CPU seconds of all the worker's threads, ended ones included, to a clock tick (stat: four
+        times the cost of schedstat, so read by the periodic checks of long calls only)."""
+        fd = self._proc_file("stat")
+        try:
+            fields = os.pread(fd, 4096, 0).rsplit(b")", 1)[1].split()
+        except (OSError, IndexError, TypeError):
+            return None
+        # Fields 14 and 15 of stat (utime, stime), counted from the state field after the name.
+        return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
+
+    def home_usage(self, home: Path) -> tuple[int, int] | None:
+        """(bytes, inodes) used on the worker's tmpfs home, seen through its mount namespace (one
+        fstatvfs on a folder opened once); None when unreadable."""
+        fd = self._proc_file(f"root{home}", os.O_DIRECTORY)
+        try:
+            info = os.fstatvfs(fd)
+        except (OSError, TypeError):
+            return None
+        return (info.f_blocks - info.f_bfree) * info.f_frsize, info.f_files - info.f_ffree
+
+    def _proc_file(self, name: str, flags: int = 0) -> int | None:
+        """An open descriptor of /proc/<cpu_pid>/<name>, opened on first use; None if it cannot be."""
+        if self._proc_pid != self.cpu_pid:
+            self._close_proc_files()
+            self._proc_pid = self.cpu_pid
+        if name not in self._proc_files:
+            try:
+                self._proc_files[name] = os.open(f"/proc/{self.cpu_pid}/{name}", os.O_RDONLY | flags)
+            except OSError:
+                return None
+        return self._proc_files[name]
 
     def _close_proc_files(self) -> None:
-        if self._proc_files is not None:
-            for fd in self._proc_files[1:]:
-                os.close(fd)
-            self._proc_files = None
+        for fd in self._proc_files.values():
+            os.close(fd)
+        self._proc_files.clear()
 
     def stop(self, kill: bool, keep_output: Any) -> Ending:
         """Stop (or, when it is exiting anyway, reap) the worker.
@@ -253,15 +274,6 @@ def folder_usage(path: str, max_entries: int, max_depth: int) -> tuple[int, int,
         except OSError as exc:
             return total, entries, f"a folder the grader cannot list ({exc.strerror})"
     return total, entries, None
-
-
-def tmpfs_usage(path: str) -> tuple[int, int] | None:
-    """(bytes, inodes) used on the tmpfs mounted at `path` (statvfs: one system call), or None."""
-    try:
-        info = os.statvfs(path)
-    except OSError:
-        return None
-    return (info.f_blocks - info.f_bfree) * info.f_frsize, info.f_files - info.f_ffree
 
 
 def readable(fd: int, timeout: float) -> bool:

@@ -168,6 +168,11 @@ class Sandbox(Exchange):
             )
         return text
 
+    @property
+    def folder(self) -> Path:
+        """The sandbox's private folder (removed by close(), with everything the worker wrote)."""
+        return self._res.root
+
     def cpu_seconds(self) -> float | None:
         """CPU time used so far by the current worker, measured from outside (None if unreadable).
 
