@@ -315,8 +315,10 @@ def make_backend(mode: str, assignment: Assignment, modules_dir: Path, lib: Path
     if mode == "inprocess":
         return InProcessBackend(modules_dir)
     limits = Limits(call_timeout=assignment.call_timeout_seconds)
+    user = sandbox_user()
     sandbox = Sandbox(modules_dir, [stage_library(lib)], limits=limits,
-                      hide=hidden_from_student(assignment, private, results_path), user=sandbox_user(),
+                      hide=hidden_from_student(assignment, private, results_path), user=user,
+                      dedicated_user=user == SANDBOX_USER,
                       bubblewrap=os.environ.get(NO_BUBBLEWRAP_ENV, "") != "1", config=COURSE)
     return SandboxBackend(sandbox)
 

@@ -30,7 +30,7 @@ PASSED_THROUGH_ENV = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 # rm -rf of a folder the worker could fill in one call's time: seconds at most.
 REMOVE_TIMEOUT = 120.0
-# Folders any user may write. Without bubblewrap, what the worker's own user leaves there counts
+# Folders any user may write. Without bubblewrap, what a dedicated worker user leaves there counts
 # against its folder's limits and is removed with its folder (with bubblewrap it cannot write them).
 SHARED_SCRATCH = ("/tmp", "/var/tmp", "/dev/shm")
 
@@ -177,10 +177,16 @@ class Resources:
         self.submitted = root / "submitted"
         self.worker: WorkerProcess | None = None
         self.home_owner: tuple[int, int] | None = None  # (uid, gid) when not the grader's
+        # Whether that user is the sandbox's alone (setup.sh's kvlab-sandbox; not "nobody", which
+        # other programs on the machine may share): only then is what it owns in the shared
+        # scratch folders the worker's, to count and to remove.
+        self.dedicated_user = False
 
     def scratch(self) -> list[str]:
-        """What the worker's own user (when it is not the grader's) owns in SHARED_SCRATCH."""
-        return [] if self.home_owner is None else owned_entries(SHARED_SCRATCH, self.home_owner[0])
+        """What the worker's own dedicated user owns in SHARED_SCRATCH (nothing for a shared user)."""
+        if self.home_owner is None or not self.dedicated_user:
+            return []
+        return owned_entries(SHARED_SCRATCH, self.home_owner[0])
 
     def fresh_home(self) -> None:
         """An empty home folder, owned by the worker's user: nothing an earlier worker wrote remains,

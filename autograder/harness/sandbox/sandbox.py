@@ -42,6 +42,9 @@ class Sandbox(Exchange):
     `lib_dirs`: folders put on the worker's sys.path (the course library); not writable by it.
     `hide`: paths the worker must not see (enforced with bubblewrap; otherwise reported as reduced).
     `user`: the unprivileged user for the worker when the grader is root ("nobody" by default).
+    `dedicated_user`: that user exists for the sandbox alone (no other program runs as it), so
+    without bubblewrap what it owns in /tmp, /var/tmp and /dev/shm is the worker's: counted against
+    the folder limits and removed with the folder. Never claim it for a shared user such as nobody.
     `bubblewrap`: False skips bubblewrap (to exercise the fallback, or where it misbehaves).
     `config`: the course's choices (`config.SandboxConfig`): the types that cross by value and
     their codecs; the library functions (`remote`) that run here whenever code in the worker calls
@@ -65,6 +68,7 @@ class Sandbox(Exchange):
         limits: Limits = Limits(),
         hide: Sequence[Path] = (),
         user: str | None = None,
+        dedicated_user: bool = False,
         python: str = sys.executable,
         bubblewrap: bool = True,
         config: SandboxConfig = SandboxConfig(),
@@ -97,6 +101,7 @@ class Sandbox(Exchange):
             )
             if self._plan.uid != os.geteuid():
                 self._res.home_owner = (self._plan.uid, self._plan.gid)
+                self._res.dedicated_user = dedicated_user and user is not None
             self._res.fresh_home()
         except BaseException:
             self._finalizer()
