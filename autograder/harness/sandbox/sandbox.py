@@ -45,6 +45,8 @@ class Sandbox(Exchange):
     `dedicated_user`: that user exists for the sandbox alone (no other program runs as it), so
     without bubblewrap what it owns in /tmp, /var/tmp and /dev/shm is the worker's: counted against
     the folder limits and removed with the folder. Never claim it for a shared user such as nobody.
+    `python`: the worker's interpreter. A root grader never runs student code as root: when `user`
+    cannot run it, the constructor raises `NoSafeIdentity` (a grader fault, for the staff).
     `bubblewrap`: False skips bubblewrap (to exercise the fallback, or where it misbehaves).
     `config`: the course's choices (`config.SandboxConfig`): the types that cross by value and
     their codecs; the library functions (`remote`) that run here whenever code in the worker calls
