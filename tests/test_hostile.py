@@ -39,6 +39,7 @@ import subprocess
 import sys
 import sysconfig
 import time
+import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -200,6 +201,21 @@ CASES = [
     Case("forward asked to do far too much", "no_decode", "huge_forward",
          says=("is bigger than the grader runs in one call", "more than the grader runs attention over")),
 ]
+# Gradescope's Docker: no bubblewrap, the unprivileged user and file permissions only (issue 8). Every
+# case is graded that way too, with the same expectations, except these (folder: why not here).
+NOT_WITHOUT_BUBBLEWRAP = {
+    "signals": "kill(-1) as user nobody would kill every program of that user on this machine (Gradescope's "
+               "kvlab-sandbox user runs nothing else)",
+    "read_hidden": "this machine's checkout of the repository is readable by all users (Gradescope's "
+                   "/autograder/source is mode 700)",
+    "plant_site_hooks": "the suite's canary is a file anyone may write: permissions alone cannot protect it",
+    "network": "without bubblewrap the worker has the machine's network (reported as reduced isolation)",
+    "fake_results": "as user nobody it could overwrite the results of other programs run as nobody here",
+    "atexit_rewrites": "as user nobody it could overwrite the results of other programs run as nobody here",
+}
+CASES += [dataclasses.replace(case, name=f"{case.name}, no bubblewrap", bubblewrap=False) for case in CASES
+          if case.bubblewrap and case.folder not in NOT_WITHOUT_BUBBLEWRAP
+          and not any(not other.bubblewrap and other.folder == case.folder for other in CASES)]
 CASE_IDS = [re.sub(r"[^\w.]+", "-", case.name).strip("-") for case in CASES]
 
 
