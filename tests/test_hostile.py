@@ -27,9 +27,10 @@ the change) instead of a score.
 """
 from __future__ import annotations
 
-import concurrent.futures
-import hashlib
 import ast
+import concurrent.futures
+import dataclasses
+import hashlib
 import json
 import os
 import re
@@ -38,8 +39,8 @@ import signal
 import subprocess
 import sys
 import sysconfig
+import tempfile
 import time
-import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -405,11 +406,6 @@ def sandbox_refusal(empty: Path) -> str | None:
     return None
 
 
-def sandbox_folders() -> set[Path]:
-    """The sandboxes' private folders now in the temporary folder."""
-    return set(Path("/tmp").glob("sandbox-*"))
-
-
 # ----- grading ----------------------------------------------------------------------------------------
 
 @dataclass
@@ -506,7 +502,7 @@ class Campaign:
     sandbox_before: set[int]  # sandbox processes (of other gradings on this machine) before the suite
     sandbox_after: set[int]  # and right after its last grading
     seconds: float
-    folders_left: set[Path]  # sandbox folders that appeared during the suite and remain
+    folders_left: set[Path]  # what the gradings left in their temporary folder (TMPDIR)
 
 
 @pytest.fixture(scope="session")
@@ -521,6 +517,8 @@ def campaign(tmp_path_factory: pytest.TempPathFactory) -> Campaign:
     # jsonschema imports rfc3987_syntax when it is installed (the instructor venv has it, the
     # Gradescope image does not): building its grammar costs most of a second per process, twice per
     # grading, for a format check the schema never uses. A stand-in that is absent keeps the suite fast.
+    grading_tmp = Path(tempfile.mkdtemp(prefix="kvlab-hostile-tmp-"))
+    grading_tmp.chmod(0o755)
     stand_in = base / "no-rfc3987" / "rfc3987_syntax"
     stand_in.mkdir(parents=True)
     (stand_in / "__init__.py").write_text('raise ImportError("not in the Gradescope image")\n')
@@ -528,11 +526,14 @@ def campaign(tmp_path_factory: pytest.TempPathFactory) -> Campaign:
         **{k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "KVLAB_"))},
         "KVLAB_PYTHON": sys.executable, "KVLAB_CALL_TIMEOUT": str(CALL_TIMEOUT),
         "PYTHONDONTWRITEBYTECODE": "1", "PYTHONPATH": str(stand_in.parent),
+        # The gradings' temporary folders (the sandboxes' among them) go here, so that what they
+        # leave behind is told apart from other programs' (bubblewrap binds them back through /tmp's
+        # cover; the worker's user must be able to pass through it).
+        "TMPDIR": str(grading_tmp),
     }
     sandbox_before = sandbox_processes()
     runnable = [case for case in CASES if (IS_ROOT or not case.root_only)
                 and (case.bubblewrap or READABLE_PYTHON is not None)]
-    folders_before = sandbox_folders()
     # A file anyone may write, among the interpreter's packages: the worker must not be able to
     # write it (the payloads append to every writable file they find there). Root only: the venv
     # belongs to root.
@@ -550,8 +551,10 @@ def campaign(tmp_path_factory: pytest.TempPathFactory) -> Campaign:
             honest = {name: job.result() for name, job in honest_jobs.items()}
             outcomes = {name: job.result() for name, job in case_jobs.items()}
         canary_text = canary.read_text() if IS_ROOT else "canary\n"
+        left_behind = set(grading_tmp.iterdir())
     finally:
         canary.unlink(missing_ok=True)
+        shutil.rmtree(grading_tmp, ignore_errors=True)
     assert canary_text == "canary\n", f"a worker wrote into the world-writable canary {canary}: {canary_text!r}"
     seconds = time.monotonic() - started
     # Shown with -s (or -rA): what each grading scored and took.
@@ -561,8 +564,7 @@ def campaign(tmp_path_factory: pytest.TempPathFactory) -> Campaign:
     for name, outcome in outcomes.items():
         score = outcome.hostile.results and outcome.hostile.results["score"]
         print(f"  {name}: score {score}, {outcome.hostile.seconds:.1f} s (+ clean {outcome.clean.seconds:.1f} s)")
-    return Campaign(honest, outcomes, sandbox_before, sandbox_processes(), seconds,
-                    sandbox_folders() - folders_before)
+    return Campaign(honest, outcomes, sandbox_before, sandbox_processes(), seconds, left_behind)
 
 
 # ----- the checks -------------------------------------------------------------------------------------
@@ -665,9 +667,10 @@ def test_hostile_submission(campaign: Campaign, case: Case) -> None:
 
 
 @pytest.mark.timeout(CAMPAIGN_TIMEOUT)
-def test_no_sandbox_folder_outlives_the_suite(campaign: Campaign) -> None:
-    """Every grading removes its sandbox's folder, whatever the payload made there."""
-    assert not campaign.folders_left, f"sandbox folders left behind: {sorted(campaign.folders_left)[:5]}"
+def test_no_temporary_folder_outlives_the_suite(campaign: Campaign) -> None:
+    """Every grading removes its temporary folders (the sandbox's, whatever the payload made there;
+    the grader's private one; the staged library)."""
+    assert not campaign.folders_left, f"left behind by the gradings: {sorted(campaign.folders_left)[:5]}"
 
 
 @pytest.mark.timeout(CAMPAIGN_TIMEOUT)
