@@ -20,7 +20,10 @@ like /autograder, `source/run_autograder` run there. For every case:
 The cases run in parallel threads (each grading is a separate process tree) from one session
 fixture; each test then checks one case's outcome.
 
-As root the worker runs as an unprivileged user under bubblewrap. Run as another user, the worker
+As root the worker runs as an unprivileged user under bubblewrap, and every case (but the few
+NOT_WITHOUT_BUBBLEWRAP lists, with the reason) is graded a second time as Gradescope's Docker grades:
+without bubblewrap, the unprivileged user and file permissions only, on a system interpreter that
+user can run (setup.sh's venv stands for it there). Run as another user, the worker
 shares the grader's identity: cases that need root-level isolation are skipped (with the reason),
 and a case that writes the grader's files must end in a grader fault (the runner's Watch detects
 the change) instead of a score.
