@@ -13,8 +13,9 @@ import json
 import subprocess
 import sys
 import textwrap
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import pytest
 
@@ -50,6 +51,30 @@ def test_reference_gets_full_marks(tmp_path: Path) -> None:
     assert not failed, f"the reference failed tests: {failed}"
     assert results["score"] == results["extra_data"]["max_score"] == 100, f"reference scored {results['score']}"
     assert "total" in done.stdout and "100" in done.stdout, f"make grade must print the score table:\n{done.stdout}"
+
+
+@contextmanager
+def busy_processes(count: int) -> Iterator[None]:
+    """`count` CPU-bound loops running beside the block, stopped after it."""
+    loops = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(count)]
+    try:
+        yield
+    finally:
+        for loop in loops:
+            loop.kill()
+            loop.wait()
+
+
+def test_reference_gets_full_marks_beside_busy_processes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The per-call limit counts the worker's CPU time: two busy processes on the machine (which has
+    two cores here, and Gradescope's are shared too) must not cost the reference a point, even at
+    the hostile suite's 2 s per call."""
+    monkeypatch.setenv("KVLAB_CALL_TIMEOUT", "2")
+    with busy_processes(2):
+        done, results = make_grade(REFERENCE, tmp_path / "results.json")
+    failed = {t["name"]: t["output"][:300] for t in results["tests"] if t["status"] != "passed"}
+    assert not failed, f"under load the reference failed tests: {failed}\n{done.stderr[-2000:]}"
+    assert results["score"] == 100, f"under load the reference scored {results['score']}"
 
 
 def test_starter_gets_zero_and_each_test_says_not_implemented(tmp_path: Path) -> None:

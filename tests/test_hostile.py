@@ -20,16 +20,20 @@ like /autograder, `source/run_autograder` run there. For every case:
 The cases run in parallel threads (each grading is a separate process tree) from one session
 fixture; each test then checks one case's outcome.
 
-As root the worker runs as an unprivileged user under bubblewrap. Run as another user, the worker
+As root the worker runs as an unprivileged user under bubblewrap, and every case (but the few
+NOT_WITHOUT_BUBBLEWRAP lists, with the reason) is graded a second time as Gradescope's Docker grades:
+without bubblewrap, the unprivileged user and file permissions only, on a system interpreter that
+user can run (setup.sh's venv stands for it there). Run as another user, the worker
 shares the grader's identity: cases that need root-level isolation are skipped (with the reason),
 and a case that writes the grader's files must end in a grader fault (the runner's Watch detects
 the change) instead of a score.
 """
 from __future__ import annotations
 
-import concurrent.futures
-import hashlib
 import ast
+import concurrent.futures
+import dataclasses
+import hashlib
 import json
 import os
 import re
@@ -38,6 +42,7 @@ import signal
 import subprocess
 import sys
 import sysconfig
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -67,6 +72,9 @@ TIME_BUDGET = 30.0
 START_AND_CHECK_SECONDS = 20.0
 # Gradings run at once (threads waiting on processes); each is a python process plus the worker.
 PARALLEL = 3
+# The campaign (every grading, once per session) runs in the setup of the first test that uses it;
+# on a busy 2-core machine it takes minutes, beyond the suite's default per-test timeout.
+CAMPAIGN_TIMEOUT = 1800
 
 HOSTILE_DIR = Path(__file__).resolve().parent / "hostile"
 # Extra files of a case are stored under this suffix, so that no tool (pytest above all: a conftest.py
@@ -117,6 +125,9 @@ class Case:
     budget: float = TIME_BUDGET
     root_only: str = ""  # why the case cannot run safely or meaningfully without root-level isolation
     writes_grader_files: bool = False  # without an unprivileged worker, must end in a grader fault
+    # False: graded as Gradescope's Docker grades (no bubblewrap; the unprivileged user and file
+    # permissions only), with an interpreter that user can run (see gradescope_env).
+    bubblewrap: bool = True
 
     @property
     def payload(self) -> str:
@@ -172,10 +183,69 @@ CASES = [
     Case("odd text everywhere", "no_decode", "odd_text"),
     Case("background thread and endless results", "no_decode", "background_mischief"),
     Case("huge and deeply nested results", "no_decode", "huge_results"),
+    # Disk (issue 8, class 4): each graded with and without bubblewrap.
+    Case("3,000-deep folder chain", "no_decode", "deep_chain"),
+    Case("3,000-deep folder chain, no bubblewrap", "no_decode", "deep_chain", bubblewrap=False,
+         says=("nested more than 64 deep",)),
+    # Making the files takes a good part of a second per call: the grading may run out of time.
+    Case("12,000 empty files per call", "no_decode", "many_files", breaks=True,
+         says=("more than 10000 files and folders",)),
+    Case("12,000 empty files per call, no bubblewrap", "no_decode", "many_files", bubblewrap=False, breaks=True,
+         says=("more than 10000 files and folders",)),
+    Case("filling the disk", "no_decode", "fill_disk", says=("HOSTILE could not fill its folder: OSError",)),
+    Case("filling the disk, no bubblewrap", "no_decode", "fill_disk", bubblewrap=False,
+         says=("its folder held more than 64 MB",)),
+    # Time (issue 8, class 6): the per-call limit is the worker's CPU time, the wall clock a backstop.
+    Case("every call just under the CPU limit", "no_decode", "cpu_just_under_limit", breaks=True, budget=10.0,
+         says=("not run: the earlier tests used up the time",)),
+    Case("a call that sleeps forever", "no_decode", "sleep_forever", breaks=True, budget=15.0,
+         says=("of wall-clock time", "not run: the earlier tests used up the time")),
+    Case("endless loop at import", "no_decode", "spin_at_import", breaks=True,
+         says=("kv_decode.py could not be imported", "time limit of 2 s of CPU time")),
     Case("forward asked to do far too much", "no_decode", "huge_forward",
          says=("is bigger than the grader runs in one call", "more than the grader runs attention over")),
 ]
+# Gradescope's Docker: no bubblewrap, the unprivileged user and file permissions only (issue 8). Every
+# case is graded that way too, with the same expectations, except these (folder: why not here).
+NOT_WITHOUT_BUBBLEWRAP = {
+    "signals": "kill(-1) as user nobody would kill every program of that user on this machine (Gradescope's "
+               "kvlab-sandbox user runs nothing else)",
+    "read_hidden": "this machine's checkout of the repository is readable by all users (Gradescope's "
+                   "/autograder/source is mode 700)",
+    "plant_site_hooks": "the suite's canary is a file anyone may write: permissions alone cannot protect it",
+    "network": "without bubblewrap the worker has the machine's network (reported as reduced isolation)",
+    "fake_results": "as user nobody it could overwrite the results of other programs run as nobody here",
+    "atexit_rewrites": "as user nobody it could overwrite the results of other programs run as nobody here",
+}
+CASES += [dataclasses.replace(case, name=f"{case.name}, no bubblewrap", bubblewrap=False) for case in CASES
+          if case.bubblewrap and case.folder not in NOT_WITHOUT_BUBBLEWRAP
+          and not any(not other.bubblewrap and other.folder == case.folder for other in CASES)]
 CASE_IDS = [re.sub(r"[^\w.]+", "-", case.name).strip("-") for case in CASES]
+
+
+def readable_python() -> str | None:
+    """A system interpreter of this version that the unprivileged user can run (as setup.sh's venv
+    is on Gradescope; pyenv's under /root may not be), or None."""
+    import pwd
+
+    candidate = f"/usr/bin/python{sys.version_info[0]}.{sys.version_info[1]}"
+    if not IS_ROOT or not os.path.exists(candidate):
+        return None
+    nobody = pwd.getpwnam("nobody")
+    done = subprocess.run([candidate, "-c", "pass"], user=nobody.pw_uid, group=nobody.pw_gid, extra_groups=[],
+                          capture_output=True, check=False, cwd="/")
+    return candidate if done.returncode == 0 else None
+
+
+READABLE_PYTHON = readable_python()
+
+
+def gradescope_env(env: dict[str, str]) -> dict[str, str]:
+    """`env` for a grading as Gradescope's Docker runs it: no bubblewrap, and the grader (hence the
+    worker) on an interpreter the unprivileged user can run, with this venv's packages."""
+    assert READABLE_PYTHON is not None, "callers skip without a readable interpreter"
+    return {**env, "KVLAB_NO_BUBBLEWRAP": "1", "KVLAB_PYTHON": READABLE_PYTHON,
+            "PYTHONPATH": f"{env['PYTHONPATH']}{os.pathsep}{SITE_PACKAGES}"}
 
 
 # ----- what must not leak ---------------------------------------------------------------------------
@@ -326,6 +396,19 @@ def sandbox_uid() -> int:
 SANDBOX_UID = sandbox_uid()
 
 
+def sandbox_refusal(empty: Path) -> str | None:
+    """Why the grader would refuse to run student code here (as root, no unprivileged identity can
+    run this interpreter and bubblewrap cannot help), or None."""
+    from autograder.harness.sandbox import NoSafeIdentity, Sandbox
+
+    empty.mkdir()
+    try:
+        Sandbox(empty, []).close()
+    except NoSafeIdentity as refusal:
+        return str(refusal)
+    return None
+
+
 # ----- grading ----------------------------------------------------------------------------------------
 
 @dataclass
@@ -389,6 +472,8 @@ def grade(layout: Path, files: dict[str, str], env: dict[str, str], budget: floa
 
 
 def run_case(case: Case, package: Path, base: Path, env: dict[str, str]) -> Outcome:
+    if not case.bubblewrap:
+        env = gradescope_env(env)
     layout = make_layout(base / re.sub(r"\W+", "-", case.name), package)
     marker = str(layout / "marker")
     submitted = HONEST[case.honest] + ("\n\n# ----- hostile payload -----\n" + case.payload if case.payload else "")
@@ -406,7 +491,7 @@ def run_case(case: Case, package: Path, base: Path, env: dict[str, str]) -> Outc
     stray = []
     deadline = time.monotonic() + 3.0
     while True:  # bubblewrap's command line names the layout's folders
-        stray = processes_mentioning(str(layout))
+        stray = processes_mentioning(f"{layout}/")  # the slash: another case's name may extend this one's
         if not stray or time.monotonic() > deadline:
             break
         time.sleep(0.1)
@@ -420,6 +505,7 @@ class Campaign:
     sandbox_before: set[int]  # sandbox processes (of other gradings on this machine) before the suite
     sandbox_after: set[int]  # and right after its last grading
     seconds: float
+    folders_left: set[Path]  # what the gradings left in their temporary folder (TMPDIR)
 
 
 @pytest.fixture(scope="session")
@@ -427,10 +513,15 @@ def campaign(tmp_path_factory: pytest.TempPathFactory) -> Campaign:
     """Every honest part and every case, graded once, in parallel."""
     started = time.monotonic()
     base = tmp_path_factory.mktemp("hostile")
+    refusal = sandbox_refusal(base / "empty")
+    if refusal is not None:
+        pytest.skip(f"every grading would stop with a grader fault here (student code never runs as root): {refusal}")
     package = build(ASSIGNMENT, base / "dist")
     # jsonschema imports rfc3987_syntax when it is installed (the instructor venv has it, the
     # Gradescope image does not): building its grammar costs most of a second per process, twice per
     # grading, for a format check the schema never uses. A stand-in that is absent keeps the suite fast.
+    grading_tmp = Path(tempfile.mkdtemp(prefix="kvlab-hostile-tmp-"))
+    grading_tmp.chmod(0o755)
     stand_in = base / "no-rfc3987" / "rfc3987_syntax"
     stand_in.mkdir(parents=True)
     (stand_in / "__init__.py").write_text('raise ImportError("not in the Gradescope image")\n')
@@ -438,9 +529,14 @@ def campaign(tmp_path_factory: pytest.TempPathFactory) -> Campaign:
         **{k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "KVLAB_"))},
         "KVLAB_PYTHON": sys.executable, "KVLAB_CALL_TIMEOUT": str(CALL_TIMEOUT),
         "PYTHONDONTWRITEBYTECODE": "1", "PYTHONPATH": str(stand_in.parent),
+        # The gradings' temporary folders (the sandboxes' among them) go here, so that what they
+        # leave behind is told apart from other programs' (bubblewrap binds them back through /tmp's
+        # cover; the worker's user must be able to pass through it).
+        "TMPDIR": str(grading_tmp),
     }
     sandbox_before = sandbox_processes()
-    runnable = [case for case in CASES if IS_ROOT or not case.root_only]
+    runnable = [case for case in CASES if (IS_ROOT or not case.root_only)
+                and (case.bubblewrap or READABLE_PYTHON is not None)]
     # A file anyone may write, among the interpreter's packages: the worker must not be able to
     # write it (the payloads append to every writable file they find there). Root only: the venv
     # belongs to root.
@@ -458,8 +554,10 @@ def campaign(tmp_path_factory: pytest.TempPathFactory) -> Campaign:
             honest = {name: job.result() for name, job in honest_jobs.items()}
             outcomes = {name: job.result() for name, job in case_jobs.items()}
         canary_text = canary.read_text() if IS_ROOT else "canary\n"
+        left_behind = set(grading_tmp.iterdir())
     finally:
         canary.unlink(missing_ok=True)
+        shutil.rmtree(grading_tmp, ignore_errors=True)
     assert canary_text == "canary\n", f"a worker wrote into the world-writable canary {canary}: {canary_text!r}"
     seconds = time.monotonic() - started
     # Shown with -s (or -rA): what each grading scored and took.
@@ -469,7 +567,7 @@ def campaign(tmp_path_factory: pytest.TempPathFactory) -> Campaign:
     for name, outcome in outcomes.items():
         score = outcome.hostile.results and outcome.hostile.results["score"]
         print(f"  {name}: score {score}, {outcome.hostile.seconds:.1f} s (+ clean {outcome.clean.seconds:.1f} s)")
-    return Campaign(honest, outcomes, sandbox_before, sandbox_processes(), seconds)
+    return Campaign(honest, outcomes, sandbox_before, sandbox_processes(), seconds, left_behind)
 
 
 # ----- the checks -------------------------------------------------------------------------------------
@@ -491,6 +589,7 @@ def all_text(results: dict[str, Any]) -> str:
     return "\n".join(strings(results))
 
 
+@pytest.mark.timeout(CAMPAIGN_TIMEOUT)
 @pytest.mark.parametrize("variant", sorted(HONEST))
 def test_honest_parts_grade_as_expected(campaign: Campaign, variant: str) -> None:
     graded = campaign.honest[variant]
@@ -501,10 +600,13 @@ def test_honest_parts_grade_as_expected(campaign: Campaign, variant: str) -> Non
     assert expected[variant](score), f"the honest part {variant} scored {score}"
 
 
+@pytest.mark.timeout(CAMPAIGN_TIMEOUT)
 @pytest.mark.parametrize("case", CASES, ids=CASE_IDS)
 def test_hostile_submission(campaign: Campaign, case: Case) -> None:
     if case.root_only and not IS_ROOT:
         pytest.skip(f"needs root-level isolation: {case.root_only}")
+    if not case.bubblewrap and READABLE_PYTHON is None:
+        pytest.skip("no interpreter here that the unprivileged user can run, so no grading without bubblewrap")
     outcome = campaign.outcomes[case.name]
     hostile, honest = outcome.hostile, campaign.honest[case.honest].results
     assert honest is not None, f"the honest part {case.honest} was not graded"
@@ -567,6 +669,14 @@ def test_hostile_submission(campaign: Campaign, case: Case) -> None:
     )
 
 
+@pytest.mark.timeout(CAMPAIGN_TIMEOUT)
+def test_no_temporary_folder_outlives_the_suite(campaign: Campaign) -> None:
+    """Every grading removes its temporary folders (the sandbox's, whatever the payload made there;
+    the grader's private one; the staged library)."""
+    assert not campaign.folders_left, f"left behind by the gradings: {sorted(campaign.folders_left)[:5]}"
+
+
+@pytest.mark.timeout(CAMPAIGN_TIMEOUT)
 def test_no_sandbox_process_outlives_the_suite(campaign: Campaign) -> None:
     """After every grading has ended, no worker and no process of the unprivileged user remains.
 
@@ -588,6 +698,7 @@ def test_no_sandbox_process_outlives_the_suite(campaign: Campaign) -> None:
     assert not left, f"sandbox processes left after the suite: {described}"
 
 
+@pytest.mark.timeout(CAMPAIGN_TIMEOUT)
 def test_suite_isolation_is_what_the_checks_assume(campaign: Campaign) -> None:
     """As root the worker must be the unprivileged user under bubblewrap (what the cases rely on)."""
     graded = campaign.honest["starter"]
@@ -618,13 +729,14 @@ def test_hostile_sources_parse(path: Path) -> None:
         pytest.fail(f"{path.relative_to(REPO)} does not parse: {error}")
 
 
-def test_every_case_folder_is_used_once() -> None:
-    folders = sorted(p.name for p in HOSTILE_DIR.iterdir() if p.is_dir())
-    used = [case.folder for case in CASES]
-    assert sorted(used) == folders, (
-        f"each folder of tests/hostile must be one case: unused {sorted(set(folders) - set(used))}, "
-        f"missing {sorted(set(used) - set(folders))}, twice {sorted({f for f in used if used.count(f) > 1})}"
+def test_every_case_folder_is_used() -> None:
+    folders = {p.name for p in HOSTILE_DIR.iterdir() if p.is_dir()}
+    used = {case.folder for case in CASES}
+    assert used == folders, (
+        f"each folder of tests/hostile must be a case: unused {sorted(folders - used)}, missing {sorted(used - folders)}"
     )
+    names = [case.name for case in CASES]
+    assert len(set(names)) == len(names), "two cases with one name"
     empty = [case.name for case in CASES if not case.payload and not case.files]
     assert not empty, f"cases with neither a payload nor files: {empty}"
 

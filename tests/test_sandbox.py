@@ -7,6 +7,7 @@ import math
 import os
 import statistics
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -15,6 +16,7 @@ import pytest
 
 from autograder.harness.sandbox import (
     Limits,
+    NoSafeIdentity,
     ProtocolError,
     Proxy,
     Sandbox,
@@ -123,6 +125,25 @@ def burn(seconds):
 def allocate():
     return np.ones(2**28)
 
+def nap(seconds):
+    time.sleep(seconds)
+    return "rested"
+
+def fill(megabytes):
+    for i in range(megabytes):
+        with open(f"fill-{i}", "wb") as f:
+            f.write(b"x" * (1 << 20))
+
+def many_files(count):
+    os.mkdir("many")
+    for i in range(count):
+        open(f"many/{i}", "w").close()
+
+def deep_chain(depth):
+    for _ in range(depth):
+        os.mkdir("d")
+        os.chdir("d")
+
 def fork():
     return os.fork()
 
@@ -189,6 +210,11 @@ def stud(box: Sandbox) -> Proxy:
     return box.module("stud")
 
 
+def sandbox_folders() -> set[Path]:
+    """The sandboxes' private folders now in the temporary folder."""
+    return set(Path(tempfile.gettempdir()).glob("sandbox-*"))
+
+
 def bubblewrapped(sandbox: Sandbox) -> bool:
     return any("bubblewrap" in line and not line.startswith("reduced") for line in sandbox.isolation)
 
@@ -211,16 +237,38 @@ def test_isolation_report_matches_identity(box: Sandbox) -> None:
 
 
 def test_fallback_without_bubblewrap_is_reported_and_works(folders: dict[str, Path]) -> None:
-    with Sandbox(folders["student"], [folders["lib"]], bubblewrap=False, hide=[folders["lib"]]) as sandbox:
+    try:
+        sandbox = Sandbox(folders["student"], [folders["lib"]], bubblewrap=False, hide=[folders["lib"]])
+    except NoSafeIdentity as refusal:
+        # Root, and the unprivileged user cannot run this interpreter (pyenv's, under /root): the
+        # grader must refuse rather than run student code as root.
+        assert os.geteuid() == 0, f"only a root grader may refuse to start: {refusal}"
+        pytest.skip(f"no unprivileged identity can run {sys.executable} here: {refusal}")
+    with sandbox:
         report = "\n".join(sandbox.isolation)
         assert "bubblewrap disabled by the caller" in report or os.geteuid() != 0, f"report:\n{report}"
         assert "reduced: not hidden" in report, f"hide without bubblewrap must be reported as reduced:\n{report}"
         if os.geteuid() == 0:
-            assert (
-                "filesystem: protected by permissions only" in report or "reduced: running as root" in report
-            ), f"root without bubblewrap: unprivileged user or a reduced report expected:\n{report}"
+            assert "filesystem: protected by permissions only" in report, (
+                f"root without bubblewrap: the unprivileged user expected:\n{report}")
+            assert sandbox.worker_uid != 0, "student code must never run as root"
         result = sandbox.module("stud").arange(3)
         assert np.array_equal(result, np.arange(3.0)), f"the fallback worker must still run code, got {result!r}"
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="only a root grader could run student code as root")
+@pytest.mark.parametrize("bubblewrap", [True, False], ids=["bubblewrap", "no-bubblewrap"])
+def test_no_unprivileged_identity_stops_instead_of_running_as_root(
+    folders: dict[str, Path], bubblewrap: bool,
+) -> None:
+    """Forced with a user that does not exist: no payload ever runs here."""
+    before = sandbox_folders()
+    with pytest.raises(NoSafeIdentity) as refusal:
+        Sandbox(folders["student"], [folders["lib"]], bubblewrap=bubblewrap, user="no-such-user-kvlab")
+    text = str(refusal.value)
+    for phrase in ("will not run student code as root", "there is no user no-such-user-kvlab", "setup.sh"):
+        assert phrase in text, f"the refusal must say {phrase!r} (why, and the staff's fix): {text}"
+    assert sandbox_folders() <= before, f"a refused sandbox must remove its folder: {sandbox_folders() - before}"
 
 
 def test_non_root_report_says_reduced(tmp_path: Path) -> None:
@@ -467,6 +515,84 @@ def test_timeout_kills_and_restarts(stud: Proxy, box: Sandbox) -> None:
     assert stud.echo("alive") == "alive", "a fresh worker must serve the next call"
 
 
+def test_cpu_time_decides_and_the_wall_clock_backs_it_up(folders: dict[str, Path]) -> None:
+    # A generous backstop: on a loaded machine a spinning call gets a fraction of a core.
+    limits = Limits(call_timeout=0.5, wall_factor=12.0)
+    with Sandbox(folders["student"], [], limits=limits) as sandbox:
+        stud = sandbox.module("stud")
+        assert stud.nap(1.5) == "rested", "a call that waits longer than its CPU limit, using no CPU, must finish"
+        with pytest.raises(WorkerTimeout, match=r"time limit of 0\.5 s of CPU time"):
+            stud.spin()
+        start = time.monotonic()
+        with pytest.raises(WorkerTimeout, match=r"6 s of wall-clock time"):
+            stud.nap(60)
+        assert 5.9 < time.monotonic() - start < 9, "a sleeping call is stopped by the wall-clock backstop"
+        assert stud.echo("alive") == "alive", "a fresh worker must serve the next call"
+
+
+def readable_system_python() -> str | None:
+    """An interpreter the unprivileged user can run (pyenv's under /root may not be), of this
+    version, for the no-bubblewrap sandbox as Gradescope's Docker runs it; None when there is none."""
+    for candidate in (f"/usr/bin/python{sys.version_info[0]}.{sys.version_info[1]}", sys.executable):
+        probe = isolation.probe((candidate, "-I", "-S", "-c", "pass"), 65534, 65534)
+        if os.path.exists(candidate) and probe is None:
+            return candidate
+    return None
+
+
+ISOLATIONS = [
+    pytest.param(True, sys.executable, id="bubblewrap"),
+    pytest.param(False, readable_system_python() if os.geteuid() == 0 else sys.executable, id="no-bubblewrap"),
+]
+
+
+@pytest.mark.parametrize("bubblewrap, python", ISOLATIONS)
+def test_folder_limits_stop_the_worker_and_leave_nothing(
+    folders: dict[str, Path], bubblewrap: bool, python: str | None,
+) -> None:
+    if python is None:
+        pytest.skip("no interpreter here that the unprivileged user can run")
+    limits = Limits(call_timeout=10.0, disk_bytes=4 << 20, disk_files=200, disk_depth=64)
+    with Sandbox(folders["student"], [], limits=limits, bubblewrap=bubblewrap, python=python) as sandbox:
+        wrapped = bubblewrapped(sandbox)
+        stud = sandbox.module("stud")
+        if wrapped:  # the tmpfs refuses the bytes itself
+            with pytest.raises(OSError, match="No space left"):
+                stud.fill(8)
+        else:  # measured at most DISK_CHECK_SECONDS (or a few ms of the worker's CPU time) later
+            with pytest.raises(WorkerDied, match="its folder held more than 4 MB"):
+                stud.fill(8)
+                time.sleep(0.3)
+                stud.echo("the next call")
+        with pytest.raises(WorkerDied, match="more than 200 files and folders"):
+            stud.many_files(500)
+        # 3,000 folders: too many for either; too deep where the folder is walked.
+        with pytest.raises(WorkerDied, match="more than 200 files and folders" if wrapped else "nested more than 64 deep"):
+            stud.deep_chain(3000)
+        assert "many" not in stud.listdir("."), "a restarted worker starts from the submitted files only"
+    assert not sandbox.folder.exists(), f"nothing of the sandbox may remain: {sandbox.folder}"
+
+
+
+def test_remove_tree_takes_any_depth_and_count(tmp_path: Path) -> None:
+    from autograder.harness.sandbox.process import remove_tree
+
+    deep, wide = tmp_path / "deep", tmp_path / "wide"
+    deep.mkdir()
+    fd = os.open(deep, os.O_RDONLY)
+    for _ in range(3000):  # through descriptors: the full path is longer than the kernel accepts
+        os.mkdir("d", dir_fd=fd)
+        inner = os.open("d", os.O_RDONLY, dir_fd=fd)
+        os.close(fd)
+        fd = inner
+    os.close(fd)
+    wide.mkdir()
+    for i in range(20000):
+        (wide / str(i)).touch()
+    for path in (deep, wide):
+        assert remove_tree(path) is None and not path.exists(), f"{path.name} must be removed completely"
+
+
 @pytest.mark.parametrize(
     "returncode, cpu, rss, bubblewrap, expected",
     [
@@ -589,7 +715,7 @@ def test_close_kills_worker_and_removes_folder(folders: dict[str, Path]) -> None
     sandbox.module("stud").echo(1)
     worker = sandbox._res.worker
     assert worker is not None, "a worker must be running after a call"
-    pid, root = worker.cpu_pid, sandbox._res.root
+    pid, root = worker.cpu_pid, sandbox.folder
     sandbox.close()
     deadline = time.monotonic() + 2
     while os.path.exists(f"/proc/{pid}") and time.monotonic() < deadline:
@@ -600,4 +726,15 @@ def test_close_kills_worker_and_removes_folder(folders: dict[str, Path]) -> None
 
 def test_student_source_dir_is_copied_not_used(folders: dict[str, Path], box: Sandbox, stud: Proxy) -> None:
     assert stud.read_file("stud.py").startswith("\nimport os"), "the worker's folder must hold a copy of stud.py"
-    assert Path(box._res.root, "home", "stud.py").exists(), "student files are copied into the private folder"
+    stud.write_file("stud.py", "overwritten by the worker")
+    assert (folders["student"] / "stud.py").read_text() == STUDENT, "the worker must work on a copy of the files"
+
+
+def test_a_new_worker_starts_from_the_submitted_files_only(box: Sandbox) -> None:
+    stud = box.module("stud")
+    stud.write_file("left-behind.txt", "from the first worker")
+    stud.write_file("stud.py", "broken = (")
+    box.restart()
+    stud = box.module("stud")
+    assert stud.listdir(".").count("left-behind.txt") == 0, "a restarted worker must not see what the last one wrote"
+    assert stud.read_file("stud.py").startswith("\nimport os"), "a restarted worker gets the submitted files again"

@@ -6,6 +6,7 @@ sandbox itself names no course), and `isolation` for what is enforced where.
 """
 from .config import ColumnCodec, SandboxConfig
 from .errors import ProtocolError, StudentCrash, StudentException, WorkerDied, WorkerTimeout
+from .isolation import NoSafeIdentity
 from .limits import Limits
 from .proxy import Proxy
 from .sandbox import Sandbox
@@ -13,6 +14,7 @@ from .sandbox import Sandbox
 __all__ = [
     "ColumnCodec",
     "Limits",
+    "NoSafeIdentity",
     "ProtocolError",
     "Proxy",
     "Sandbox",

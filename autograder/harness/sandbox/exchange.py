@@ -18,10 +18,24 @@ from .config import SandboxConfig
 from .errors import ProtocolError, StudentException, WorkerDied, WorkerTimeout, explain_exit
 from .isolation import Plan
 from .limits import Limits
-from .process import DRAIN_BUDGET, PIPE_BYTES, Ending, Resources, WorkerProcess, readable
+from .process import (
+    DRAIN_BUDGET,
+    PIPE_BYTES,
+    Ending,
+    Resources,
+    WorkerProcess,
+    folder_usage,
+    readable,
+)
 from .proxy import Proxy
 from .wire import Decoder, Reader, WireTypes, encode
 from .wireformat import MAX_CALLBACK_DEPTH, TEXT_LIMIT, frame
+
+# How often a long request checks the worker's CPU time (and, at most every DISK_CHECK_SECONDS, its
+# folder): the granularity of the CPU limit.
+CHECK_SECONDS = 0.05
+DISK_CHECK_SECONDS = 0.25
+DISK_CHECK_CPU = 0.005
 
 
 class Exchange:
@@ -37,6 +51,9 @@ class Exchange:
     _callback_depth: int
     _output: bytearray
     _dropped: int
+    _disk_checked: float
+    _disk_checked_cpu: float
+    last_call_cpu: float | None
 
     def _reference(self, value: Any) -> list[Any] | None:
         """The wire form of a proxy argument (the worker object it names), None for other values."""
@@ -58,10 +75,14 @@ class Exchange:
 
     def _exchange(
         self, header: dict[str, Any], blobs: list[Any], label: str, timeout: float, send: bool = True,
+        wall: float | None = None,
     ) -> tuple[dict[str, Any], list[memoryview]]:
         """Send one request (unless `send` is False: it went already) and read its reply, draining
         student output meanwhile.
 
+        `timeout`: the worker's CPU seconds for this request (what it spends in the trusted process,
+        in callbacks, is not counted). `wall`: the wall-clock backstop, by default
+        `limits.wall_seconds(timeout)`; without a CPU reading the wall clock decides at `timeout`.
         Raises WorkerTimeout, WorkerDied or ProtocolError (the worker is then gone).
         """
         worker = self._res.worker
@@ -87,14 +108,24 @@ class Exchange:
         if worker.out_open:
             poller.register(worker.out_r, select.POLLIN)
         cpu_before = worker.cpu_seconds()
-        deadline = time.monotonic() + timeout
+        started = time.monotonic()
+        if cpu_before is None:
+            wall = timeout
+        elif wall is None:
+            wall = self.limits.wall_seconds(timeout)
+        deadline, next_check = started + wall, started + CHECK_SECONDS
+        all_threads_before: float | None = None  # taken at the first periodic check (see there)
         while True:
             try:
                 while reader.wanted():
-                    remaining = deadline - time.monotonic()
-                    if remaining <= 0:
-                        self._timed_out(label, timeout, cpu_before)
-                    for fd, _ in poller.poll(remaining * 1000 + 1):
+                    now = time.monotonic()
+                    if now >= next_check:
+                        all_threads_before = self._check_limits(worker, label, timeout, cpu_before,
+                                                                all_threads_before)
+                        next_check = now + CHECK_SECONDS
+                    if now >= deadline:
+                        self._timed_out(label, timeout, cpu_before, wall)
+                    for fd, _ in poller.poll((min(deadline, next_check) - now) * 1000 + 1):
                         if fd == worker.out_r:
                             self._keep_output(worker.drain_once())
                             if not worker.out_open:
@@ -140,6 +171,7 @@ class Exchange:
             budget -= len(chunk)
         cpu_after = worker.cpu_seconds()
         self.last_call_cpu = None if None in (cpu_before, cpu_after) else cpu_after - cpu_before
+        self._check_disk(worker, label, cpu_after)
         if reply.get("seq") != header["seq"]:
             raise self._protocol_failure("a reply to another request", label)
         return reply, reply_blobs
@@ -209,16 +241,79 @@ class Exchange:
         assert worker is not None
         return worker.stop(kill, self._keep_output)
 
-    def _timed_out(self, label: str, timeout: float, cpu_before: float | None) -> None:
+    def _check_limits(
+        self, worker: WorkerProcess, label: str, timeout: float, cpu_before: float | None,
+        all_threads_before: float | None,
+    ) -> float | None:
+        """During a request: stop the worker when it has used up the request's CPU time or its folder
+        is over its bounds. The CPU time is the main thread's since the request began or, if more,
+        all threads' since the first check (`all_threads_before`, returned for the next check: one
+        reading fewer per round trip, and a check comes CHECK_SECONDS into a request)."""
+        cpu, all_threads = worker.cpu_seconds(), worker.process_cpu_seconds()
+        if all_threads_before is None:
+            all_threads_before = all_threads
+        main_used = cpu - cpu_before if cpu is not None and cpu_before is not None else 0.0
+        known = all_threads is not None and all_threads_before is not None
+        all_used = all_threads - all_threads_before if known else 0.0  # type: ignore[operator]
+        if max(main_used, all_used) > timeout:
+            self._timed_out(label, timeout, cpu_before, None)
+        self._check_disk(worker, label, cpu)
+        return all_threads_before
+
+    def _check_disk(self, worker: WorkerProcess, label: str, cpu: float | None) -> None:
+        """Measure the worker's folder and stop a worker whose folder holds too much.
+
+        Under bubblewrap the kernel bounds the bytes (its tmpfs) and one statvfs counts the files
+        and folders, after every round trip. Otherwise the folder (and what the worker's user owns
+        in the shared scratch folders) is walked once the worker has used DISK_CHECK_CPU seconds of
+        CPU time (writing costs CPU time) or DISK_CHECK_SECONDS have passed since the last walk: the
+        overshoot is what the worker can write in that much CPU time.
+        """
+        if not worker.ready:
+            return
+        now, cpu = time.monotonic(), cpu or 0.0
+        if not self._plan.bubblewrap:
+            if now - self._disk_checked < DISK_CHECK_SECONDS and cpu - self._disk_checked_cpu < DISK_CHECK_CPU:
+                return
+            self._disk_checked, self._disk_checked_cpu = now, cpu
+        limits, home = self.limits, self._res.home
+        if self._plan.bubblewrap:
+            usage = worker.home_usage(home)
+            # The tmpfs's own root folder is one of its inodes.
+            too_many = usage is not None and usage[1] > limits.disk_files + 1
+            problem = f"more than {limits.disk_files} files and folders" if too_many else None
+        else:
+            used, entries, problem = 0, 0, None
+            for path in [str(home), *self._res.scratch()]:
+                if problem is None:
+                    more, counted, problem = folder_usage(path, limits.disk_files - entries, limits.disk_depth)
+                    used, entries = used + more, entries + counted
+            if problem is None and used > limits.disk_bytes:
+                problem = f"more than {limits.disk_bytes >> 20} MB"
+        if problem is not None:
+            self._discard()
+            raise WorkerDied(
+                f"the student's process was stopped during {label}: its folder held {problem} (it may hold "
+                f"at most {limits.disk_bytes >> 20} MB in {limits.disk_files} files and folders, nested at "
+                f"most {limits.disk_depth} deep); it will be restarted with only the submitted files"
+            )
+
+    def _timed_out(self, label: str, timeout: float, cpu_before: float | None, wall: float | None) -> None:
+        """Stop the worker: it used more than `timeout` CPU seconds (`wall` None) or ran past the
+        wall-clock backstop `wall`."""
         worker = self._res.worker
         assert worker is not None
         cpu_after = worker.cpu_seconds()
         self.last_call_cpu = None if None in (cpu_before, cpu_after) else cpu_after - cpu_before
         self._discard()
-        raise WorkerTimeout(
-            f"{label} did not finish within the time limit of {timeout:g} s (wall clock); "
-            "the student's process was stopped and will be restarted"
-        )
+        if wall is None:
+            why = f"did not finish within the time limit of {timeout:g} s of CPU time"
+        elif cpu_before is None:
+            why = f"did not finish within the time limit of {timeout:g} s (wall clock)"
+        else:
+            why = (f"did not finish within {wall:g} s of wall-clock time (the time limit is {timeout:g} s "
+                   "of CPU time; a call that mostly waits, sleeps or blocks is stopped at the wall-clock limit)")
+        raise WorkerTimeout(f"{label} {why}; the student's process was stopped and will be restarted")
 
     def _died(self, label: str, cpu_before: float | None) -> None:
         ending = self._discard(kill=False)

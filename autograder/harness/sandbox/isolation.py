@@ -6,7 +6,9 @@ In order of preference:
       to an unprivileged user with setpriv;
   (b) root without bubblewrap (Gradescope's Docker): the worker runs as the unprivileged user and
       the filesystem is protected by permissions only;
-  (c) anything else: the grader's own identity, reported as reduced.
+  (c) a grader that is not root: the grader's own identity, reported as reduced.
+A root grader whose unprivileged user cannot run the interpreter raises NoSafeIdentity: student
+code never runs as root.
 Each probe runs a real interpreter importing numpy, once per grader process.
 """
 from __future__ import annotations
@@ -26,6 +28,11 @@ from .limits import Limits
 # The environment of probes and of the worker (see Sandbox): nothing from the grader's.
 BASE_ENV = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8"}
 PROBE_TIMEOUT = 60.0
+
+
+class NoSafeIdentity(RuntimeError):
+    """The grader is root and no unprivileged identity can run the worker: grading must stop (a
+    grader fault, for the staff to fix), never fall back to running student code as root."""
 
 
 @dataclass
@@ -61,11 +68,12 @@ def other_top_level_folders() -> list[Path]:
                   if e.name not in SYSTEM_FOLDERS and e.is_dir(follow_symlinks=False))
 
 
-def bubblewrap_mounts(hide: list[Path], readable: list[Path], writable: list[Path],
+def bubblewrap_mounts(hide: list[Path], readable: list[Path], home: Path | None = None, home_bytes: int = 0,
                       system_only: bool = True) -> list[str]:
     """bwrap options for a read-only root with covers (a tmpfs over /tmp, /root, each hidden folder
     and, with `system_only`, every top-level folder but the system's; /dev/null over each hidden
-    file) and the needed paths bound back on top.
+    file), the needed paths bound back on top, and `home` as the only writable place: a fresh tmpfs
+    of at most `home_bytes` (the worker's user may write it: only the sandbox's processes see it).
 
     Mounts are applied shortest path first, so a path needed inside a cover is bound after the cover
     and a hidden path inside a needed one is covered after it; at equal depth the cover wins.
@@ -77,8 +85,6 @@ def bubblewrap_mounts(hide: list[Path], readable: list[Path], writable: list[Pat
         option = ["--tmpfs", str(path)] if path.is_dir() else ["--ro-bind", "/dev/null", str(path)]
         ops.append((len(path.parts), 1, option))
     binds = [("--ro-bind", p) for p in readable if any(is_under(p, cover) for cover in covers)]
-    # Under the read-only root, writable paths must be bound even when not covered.
-    binds += [("--bind", p) for p in writable]
     # bwrap would create the missing parents of a bind inside a cover with mode 0700 (untraversable
     # for the worker's user); --dir creates them 0755 first.
     parents = {
@@ -87,6 +93,8 @@ def bubblewrap_mounts(hide: list[Path], readable: list[Path], writable: list[Pat
     }
     ops += [(len(p.parts), 0, ["--dir", str(p)]) for p in parents]
     ops += [(len(p.parts), 0, [option, str(p), str(p)]) for option, p in binds]
+    if home is not None:
+        ops.append((len(home.parts), 0, ["--perms", "0777", "--size", str(home_bytes), "--tmpfs", str(home)]))
     ops.sort(key=lambda op: op[:2])
     return ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", *(arg for op in ops for arg in op[2])]
 
@@ -163,7 +171,7 @@ def plan(
         entry = pwd.getpwnam(name)
         uid, gid, why_not_user = entry.pw_uid, entry.pw_gid, None
     except KeyError:
-        uid, gid, why_not_user = 0, 0, f"there is no user {name}"
+        uid, gid, why_not_user = -1, -1, f"there is no user {name}"
     who = f"unprivileged user {name} (uid {uid}, gid {gid}, no supplementary groups)"
     readable = list(dict.fromkeys([*interpreter_paths(python), *site_packages]))
 
@@ -179,7 +187,7 @@ def plan(
         # The narrow view first (system folders only); the whole read-only root if the interpreter
         # cannot run in it (it lives somewhere the bound-back folders do not cover).
         for system_only in (True, False):
-            check = [bwrap, *bubblewrap_mounts([], readable, [], system_only), *NAMESPACES, "--",
+            check = [bwrap, *bubblewrap_mounts([], readable, system_only=system_only), *NAMESPACES, "--",
                      *_setpriv(setpriv, uid, gid), *_numpy_check(python, site_packages)]
             why_not_bwrap = probe(tuple(check))
             if why_not_bwrap is None:
@@ -189,7 +197,7 @@ def plan(
         others = other_top_level_folders() if system_only else []
         covered = list(dict.fromkeys([*others, *(p for p in (Path("/root"), *hide) if p.exists())]))
         exposed = [p for p in dict.fromkeys([*readable, *lib_dirs]) if any(is_under(p, c) for c in covered)]
-        mounts = bubblewrap_mounts(hide, [*readable, *lib_dirs, root_dir], [home], system_only)
+        mounts = bubblewrap_mounts(hide, [*readable, *lib_dirs, root_dir], home, limits.disk_bytes, system_only)
         prefix = [bwrap, *mounts, *NAMESPACES, "--chdir", str(home), "--", *_setpriv(setpriv, uid, gid)]
         system = sorted(name for name in SYSTEM_FOLDERS if os.path.lexists(f"/{name}"))
         view = ("only the system folders (" + ", ".join(f"/{name}" for name in system)
@@ -199,8 +207,8 @@ def plan(
                 "only the system folders)")
         report = [
             who,
-            "private filesystem view (bubblewrap): read-only except the worker's own folder; "
-            "private /tmp, /dev and /proc",
+            "private filesystem view (bubblewrap): read-only except the worker's own folder, a fresh "
+            f"{limits.disk_bytes >> 20} MB tmpfs per process; private /tmp, /dev and /proc",
             view,
             f"hidden: {', '.join(map(str, covered))}",
             *([f"bound back read-only inside them: {', '.join(map(str, exposed))}"] if exposed else []),
@@ -211,17 +219,17 @@ def plan(
 
     as_user = {"user": uid, "group": gid, "extra_groups": []}
     why_not_user = why_not_user or probe(tuple(_numpy_check(python, site_packages)), uid, gid)
+    if why_not_user is not None:
+        # Never root: run as root without bubblewrap, student code could rewrite the interpreter's
+        # own files (it did once: every file of the standard library got a line appended).
+        raise NoSafeIdentity(
+            f"the grader will not run student code as root, and the unprivileged user {name} cannot run "
+            f"{python} with the grader's packages ({why_not_user}). Staff: install the interpreter and "
+            "the virtual environment where that user can read them (as autograder/gradescope/setup.sh "
+            "does: a venv in the autograder's folder, readable by all), or create the user."
+        )
     network = f"reduced: network not disabled (no bubblewrap: {why_not_bwrap})"
     listed = ", ".join(map(str, hide))
     not_hidden = [f"reduced: not hidden (readable if permissions allow): {listed}"] if hide else []
-    if why_not_user is None:
-        report = [who, "filesystem: protected by permissions only", network, *not_hidden]
-        return Plan([], as_user, uid, gid, report + [limits_line])
-    report = [
-        f"reduced: running as root: the unprivileged user {name} cannot run {python} ({why_not_user})",
-        "reduced: filesystem: the worker can read and write everything root can, lib_dirs included",
-        "reduced: RLIMIT_NPROC does not bind root: student code can start processes",
-        network,
-        *not_hidden,
-    ]
-    return Plan([], {}, 0, 0, report + [limits_line])
+    report = [who, "filesystem: protected by permissions only", network, *not_hidden]
+    return Plan([], as_user, uid, gid, report + [limits_line])

@@ -7,7 +7,9 @@ import os
 import select
 import shutil
 import signal
+import stat
 import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -25,6 +27,12 @@ PIPE_BYTES = 1 << 20
 # After a reply, at most this much pending student output is read before returning.
 DRAIN_BUDGET = 16 << 20
 PASSED_THROUGH_ENV = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+# rm -rf of a folder the worker could fill in one call's time: seconds at most.
+REMOVE_TIMEOUT = 120.0
+# Folders any user may write. Without bubblewrap, what a dedicated worker user leaves there counts
+# against its folder's limits and is removed with its folder (with bubblewrap it cannot write them).
+SHARED_SCRATCH = ("/tmp", "/var/tmp", "/dev/shm")
 
 
 class Ending(NamedTuple):
@@ -49,29 +57,60 @@ class WorkerProcess:
         self.out_open = True
         self.launched, self.init_seq = launched, init_seq  # when, and the seq its ready reply echoes
         self.ready = False
-        self._schedstat: tuple[int, int] | None = None  # (pid, open fd of its /proc/<pid>/schedstat)
+        self._proc_pid = self.cpu_pid  # whose /proc files _proc_files holds open, by name
+        self._proc_files: dict[str, int] = {}
 
     def cpu_seconds(self) -> float | None:
-        """CPU seconds the worker used so far, read from outside it (two readings per round trip).
+        """CPU seconds the worker's main thread used so far, exact, read from outside it (two
+        readings per round trip); None when unreadable. The worker can start no thread while
+        RLIMIT_NPROC is 0 (Limits.max_processes); `process_cpu_seconds` counts every thread.
 
         One open file read again with pread: a fresh open per reading cost a few microseconds more,
         which adds up over tens of thousands of round trips.
         """
-        if self._schedstat is None or self._schedstat[0] != self.cpu_pid:
-            self._close_schedstat()
-            try:
-                self._schedstat = (self.cpu_pid, os.open(f"/proc/{self.cpu_pid}/schedstat", os.O_RDONLY))
-            except OSError:
-                return _read_cpu(self.cpu_pid)
+        fd = self._proc_file("schedstat")
         try:
-            return int(os.pread(self._schedstat[1], 128, 0).split()[0]) / 1e9
-        except (OSError, ValueError, IndexError):
-            return _read_cpu(self.cpu_pid)
+            return int(os.pread(fd, 128, 0).split()[0]) / 1e9
+        except (OSError, ValueError, IndexError, TypeError):
+            return read_cpu(self.cpu_pid)
 
-    def _close_schedstat(self) -> None:
-        if self._schedstat is not None:
-            os.close(self._schedstat[1])
-            self._schedstat = None
+    def process_cpu_seconds(self) -> float | None:
+        """CPU seconds of all the worker's threads, ended ones included, to a clock tick (stat: four
+        times the cost of schedstat, so read by the periodic checks of long calls only)."""
+        fd = self._proc_file("stat")
+        try:
+            fields = os.pread(fd, 4096, 0).rsplit(b")", 1)[1].split()
+        except (OSError, IndexError, TypeError):
+            return None
+        # Fields 14 and 15 of stat (utime, stime), counted from the state field after the name.
+        return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
+
+    def home_usage(self, home: Path) -> tuple[int, int] | None:
+        """(bytes, inodes) used on the worker's tmpfs home, seen through its mount namespace (one
+        fstatvfs on a folder opened once); None when unreadable."""
+        fd = self._proc_file(f"root{home}", os.O_DIRECTORY)
+        try:
+            info = os.fstatvfs(fd)
+        except (OSError, TypeError):
+            return None
+        return (info.f_blocks - info.f_bfree) * info.f_frsize, info.f_files - info.f_ffree
+
+    def _proc_file(self, name: str, flags: int = 0) -> int | None:
+        """An open descriptor of /proc/<cpu_pid>/<name>, opened on first use; None if it cannot be."""
+        if self._proc_pid != self.cpu_pid:
+            self._close_proc_files()
+            self._proc_pid = self.cpu_pid
+        if name not in self._proc_files:
+            try:
+                self._proc_files[name] = os.open(f"/proc/{self.cpu_pid}/{name}", os.O_RDONLY | flags)
+            except OSError:
+                return None
+        return self._proc_files[name]
+
+    def _close_proc_files(self) -> None:
+        for fd in self._proc_files.values():
+            os.close(fd)
+        self._proc_files.clear()
 
     def stop(self, kill: bool, keep_output: Any) -> Ending:
         """Stop (or, when it is exiting anyway, reap) the worker.
@@ -95,7 +134,7 @@ class WorkerProcess:
                 except ProcessLookupError:
                     pass
         _, status, usage = os.wait4(pid, 0)
-        self._close_schedstat()
+        self._close_proc_files()
         self.proc.returncode = os.waitstatus_to_exitcode(status)
         self.read_rest(keep_output)
         for fd in (self.req_w, self.resp_r, self.out_r):
@@ -124,21 +163,123 @@ class WorkerProcess:
 
 
 class Resources:
-    """What must be released even if the Sandbox is never closed: the worker and the private folder."""
+    """What must be released even if the Sandbox is never closed: the worker and the private folder.
+
+    `root` holds `submitted/` (the student's files, read-only for the worker, which copies them into
+    its home when it starts), the worker's scripts, and `home/`: with bubblewrap the mount point of
+    each worker's own size-limited tmpfs, which leaves nothing on disk; without it a real folder
+    owned by the worker's user, emptied before every new worker.
+    """
 
     def __init__(self, root: Path) -> None:
         self.root = root
+        self.home = root / "home"
+        self.submitted = root / "submitted"
         self.worker: WorkerProcess | None = None
+        self.home_owner: tuple[int, int] | None = None  # (uid, gid) when not the grader's
+        # Whether that user is the sandbox's alone (setup.sh's kvlab-sandbox; not "nobody", which
+        # other programs on the machine may share): only then is what it owns in the shared
+        # scratch folders the worker's, to count and to remove.
+        self.dedicated_user = False
+
+    def scratch(self) -> list[str]:
+        """What the worker's own dedicated user owns in SHARED_SCRATCH (nothing for a shared user)."""
+        if self.home_owner is None or not self.dedicated_user:
+            return []
+        return owned_entries(SHARED_SCRATCH, self.home_owner[0])
+
+    def fresh_home(self) -> None:
+        """An empty home folder, owned by the worker's user: nothing an earlier worker wrote remains,
+        in its folder or in the shared scratch folders."""
+        for path in [*([str(self.home)] if self.home.exists() else []), *self.scratch()]:
+            problem = remove_tree(Path(path))
+            if problem is not None:
+                raise OSError(f"could not remove what the student's process wrote, {path}: {problem}")
+        self.home.mkdir(mode=0o700)
+        if self.home_owner is not None:
+            os.chown(self.home, *self.home_owner)
 
     def release(self) -> None:
-        if self.worker is not None:
-            worker, self.worker = self.worker, None
-            worker.stop(kill=True, keep_output=lambda chunk: None)
-        shutil.rmtree(self.root, ignore_errors=True)
-        if self.root.exists():  # the student made something unremovable (a non-root grader)
-            for folder, _, _ in os.walk(self.root):
-                os.chmod(folder, 0o700)
-            shutil.rmtree(self.root, ignore_errors=True)
+        """Stop the worker and remove the private folder; never raises (a problem goes to stderr,
+        the staff's log: cleaning up must not change a grade)."""
+        try:
+            if self.worker is not None:
+                worker, self.worker = self.worker, None
+                worker.stop(kill=True, keep_output=lambda chunk: None)
+        finally:
+            for path in [str(self.root), *self.scratch()]:
+                problem = remove_tree(Path(path))
+                if problem is not None:
+                    print(f"sandbox: could not remove {path}: {problem}", file=sys.stderr)
+
+
+def remove_tree(path: Path) -> str | None:
+    """Remove `path` and everything under it, whatever its depth or size; None, or what went wrong.
+
+    rm -rf (GNU rm works on directory descriptors, so a 3,000-deep chain, whose paths are longer
+    than the kernel accepts, goes as well as a flat folder of 100,000 files; shutil.rmtree recurses
+    in Python and fails on such a chain). A folder the student's user made unreadable (a grader that
+    is not root shares that user) is made accessible first, and removal tried again.
+    """
+    attempts = (["rm", "-rf", "--one-file-system", "--", str(path)],
+                ["chmod", "-R", "u+rwx", "--", str(path)],
+                ["rm", "-rf", "--one-file-system", "--", str(path)])
+    problem = ""
+    for argv in attempts:
+        if not os.path.lexists(path):
+            return None
+        try:
+            done = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, env=BASE_ENV,
+                                  timeout=REMOVE_TIMEOUT, check=False)
+            problem = done.stderr.decode(errors="replace").strip()[-500:]
+        except (OSError, subprocess.SubprocessError) as exc:
+            problem = str(exc)
+    return None if not os.path.lexists(path) else problem or "still there"
+
+
+def owned_entries(folders: tuple[str, ...], uid: int) -> list[str]:
+    """The entries directly in `folders` that belong to `uid`."""
+    found = []
+    for folder in folders:
+        try:
+            with os.scandir(folder) as listing:
+                found += [entry.path for entry in listing if entry.stat(follow_symlinks=False).st_uid == uid]
+        except OSError:
+            continue  # a folder this machine does not have
+    return found
+
+
+def folder_usage(path: str, max_entries: int, max_depth: int) -> tuple[int, int, str | None]:
+    """(bytes allocated, entries) of `path` (a folder: everything under it), counted until either
+    passes a bound; and why it is over its bounds (None if it is not). Iterative, so no depth breaks
+    it; a folder that cannot be listed counts as over."""
+    try:
+        info = os.lstat(path)
+    except FileNotFoundError:
+        return 0, 0, None
+    if not stat.S_ISDIR(info.st_mode):
+        return info.st_blocks * 512, 1, None
+    total, entries = 0, 0
+    stack = [(path, 0)]
+    while stack:
+        folder, depth = stack.pop()
+        if depth > max_depth:
+            return total, entries, f"folders nested more than {max_depth} deep"
+        try:
+            with os.scandir(folder) as listing:
+                for entry in listing:
+                    entries += 1
+                    if entries > max_entries:
+                        return total, entries, f"more than {max_entries} files and folders"
+                    info = entry.stat(follow_symlinks=False)
+                    total += info.st_blocks * 512
+                    if entry.is_dir(follow_symlinks=False):
+                        stack.append((entry.path, depth + 1))
+        except FileNotFoundError:
+            continue  # removed meanwhile by the worker
+        except OSError as exc:
+            return total, entries, f"a folder the grader cannot list ({exc.strerror})"
+    return total, entries, None
 
 
 def readable(fd: int, timeout: float) -> bool:
@@ -148,7 +289,7 @@ def readable(fd: int, timeout: float) -> bool:
     return bool(poller.poll(timeout * 1000))
 
 
-def _read_cpu(pid: int) -> float | None:
+def read_cpu(pid: int) -> float | None:
     """CPU seconds used so far by process pid, measured from outside it."""
     try:  # nanoseconds on the CPU
         with open(f"/proc/{pid}/schedstat", "rb") as f:
@@ -158,7 +299,7 @@ def _read_cpu(pid: int) -> float | None:
     try:  # clock ticks of user + system time
         with open(f"/proc/{pid}/stat", "rb") as f:
             fields = f.read().rsplit(b")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
     except (OSError, ValueError, IndexError):
         return None
 
@@ -189,16 +330,20 @@ def find_sandboxed_pid(outer: int, inner: int) -> int | None:
 
 
 def copy_student_files(source: Path, target: Path) -> None:
-    """Copy regular files and folders; symlinks are skipped (root would follow them anywhere)."""
-    for entry in os.scandir(source):
-        destination = target / entry.name
-        if entry.is_symlink() or entry.name == "__pycache__":
-            continue
-        if entry.is_dir():
-            destination.mkdir(mode=0o755)
-            copy_student_files(Path(entry.path), destination)
-        elif entry.is_file():
-            shutil.copyfile(entry.path, destination)
+    """Copy regular files and folders (iteratively: an upload of any depth); symlinks are skipped
+    (root would follow them anywhere). Readable by all, writable by the grader only."""
+    stack = [(source, target)]
+    while stack:
+        folder, into = stack.pop()
+        into.mkdir(mode=0o755, exist_ok=True)
+        for entry in os.scandir(folder):
+            if entry.is_symlink() or entry.name == "__pycache__":
+                continue
+            if entry.is_dir():
+                stack.append((Path(entry.path), into / entry.name))
+            elif entry.is_file():
+                shutil.copyfile(entry.path, into / entry.name)
+                os.chmod(into / entry.name, 0o644)
 
 
 def place_scripts(root: Path) -> Path:

@@ -14,12 +14,16 @@ from .wireformat import TEXT_LIMIT
 # inspect's __wrapped__, ...) fail locally, as they would on an object without them.
 REMOTE_DUNDERS = {"__name__", "__qualname__", "__module__", "__doc__", "__dict__"}
 STOP = object()  # what a "next" request returns when the iterator is exhausted
+# What one round trip of an iteration counts at least: an endless iterator whose items cost the
+# worker nothing must still use up the limit (10,000 items a second of the limit).
+ROUND_TRIP_FLOOR = 1e-4
 
 
 class Owner(Protocol):
     """What a proxy needs of its sandbox (`sandbox.Sandbox`)."""
 
     limits: Limits
+    last_call_cpu: float | None
 
     def _request(self, op: str, target: Any, args: Any, kwargs: dict[str, Any], label: str) -> Any:
         """One round trip about `target`."""
@@ -76,20 +80,23 @@ class Proxy:
         iterator = self._sbx("iter", label=f"iter({self._sbx_label})")
         if not isinstance(iterator, Proxy):
             raise self._sbx_box._protocol_failure("iter() did not return an object reference", "iter()")
-        # All the round trips of one iteration share one call's time limit: an endless iterator
+        # All the round trips of one iteration share one call's CPU time limit: an endless iterator
         # (numpy converting a student object to an array iterates it) must not hold a test until
         # its whole-test limit.
-        limit, spent = self._sbx_box.limits.call_timeout, 0.0
+        box = self._sbx_box
+        limit, spent = box.limits.call_timeout, 0.0
         while True:
             started = time.monotonic()
             item = iterator._sbx("next", label=f"next(iter({self._sbx_label}))")
-            spent += time.monotonic() - started
+            used = box.last_call_cpu
+            # The worker's CPU time (the wall clock when it is unknown), plus the round trip's own cost.
+            spent += (time.monotonic() - started) if used is None else max(used, ROUND_TRIP_FLOOR)
             if item is STOP:
                 return
             if spent > limit:
                 raise WorkerTimeout(
-                    f"iterating over {self._sbx_label} took more than {limit:g} s in all (the time limit "
-                    "of one call) and was stopped: does its iterator ever end?"
+                    f"iterating over {self._sbx_label} took more than {limit:g} s of CPU time in all (the "
+                    "time limit of one call) and was stopped: does its iterator ever end?"
                 )
             yield item
 

@@ -19,9 +19,11 @@ import weakref
 from pathlib import Path
 from typing import Any, Sequence
 
+import numpy as np
+
 from . import isolation, process
 from .config import NAME, QUALNAME, SandboxConfig
-from .errors import ProtocolError, StudentCrash, StudentException, student_exception_class
+from .errors import ProtocolError, StudentCrash, StudentException, WorkerDied, student_exception_class
 from .exchange import Exchange
 from .limits import Limits
 from .process import Resources, WorkerProcess
@@ -40,6 +42,11 @@ class Sandbox(Exchange):
     `lib_dirs`: folders put on the worker's sys.path (the course library); not writable by it.
     `hide`: paths the worker must not see (enforced with bubblewrap; otherwise reported as reduced).
     `user`: the unprivileged user for the worker when the grader is root ("nobody" by default).
+    `dedicated_user`: that user exists for the sandbox alone (no other program runs as it), so
+    without bubblewrap what it owns in /tmp, /var/tmp and /dev/shm is the worker's: counted against
+    the folder limits and removed with the folder. Never claim it for a shared user such as nobody.
+    `python`: the worker's interpreter. A root grader never runs student code as root: when `user`
+    cannot run it, the constructor raises `NoSafeIdentity` (a grader fault, for the staff).
     `bubblewrap`: False skips bubblewrap (to exercise the fallback, or where it misbehaves).
     `config`: the course's choices (`config.SandboxConfig`): the types that cross by value and
     their codecs; the library functions (`remote`) that run here whenever code in the worker calls
@@ -63,6 +70,7 @@ class Sandbox(Exchange):
         limits: Limits = Limits(),
         hide: Sequence[Path] = (),
         user: str | None = None,
+        dedicated_user: bool = False,
         python: str = sys.executable,
         bubblewrap: bool = True,
         config: SandboxConfig = SandboxConfig(),
@@ -74,26 +82,32 @@ class Sandbox(Exchange):
         self._python = os.path.realpath(shutil.which(python) or python)
         self._lib_dirs = [Path(os.path.realpath(p)) for p in lib_dirs]
         self._wire_types = WireTypes(config)  # before any worker runs (see there)
-        self._site_packages = list(dict.fromkeys(
-            Path(os.path.realpath(p)) for p in site.getsitepackages() if os.path.isdir(p)
-        ))
+        # The worker imports this process's numpy: its folder, wherever it was found (a venv's
+        # site-packages, or PYTHONPATH beside a system interpreter), and the site folders.
+        numpy_home = Path(np.__file__).resolve().parent.parent
+        self._site_packages = list(dict.fromkeys([
+            numpy_home, *(Path(os.path.realpath(p)) for p in site.getsitepackages() if os.path.isdir(p)),
+        ]))
         root = Path(tempfile.mkdtemp(prefix="sandbox-"))
         self._res = Resources(root)
         self._finalizer = weakref.finalize(self, self._res.release)
-        os.chmod(root, 0o755)  # the unprivileged worker must reach home/ and read worker.py
-        self._home = root / "home"
-        self._home.mkdir(mode=0o700)
-        self._script = process.place_scripts(root)
-        process.copy_student_files(Path(modules_dir), self._home)
-        self._plan = isolation.plan(
-            python=self._python, user=user, hide=[Path(os.path.realpath(p)) for p in hide],
-            lib_dirs=self._lib_dirs, site_packages=self._site_packages, root_dir=root,
-            home=self._home, limits=limits, bubblewrap=bubblewrap,
-        )
-        if self._plan.uid != os.geteuid():
-            for folder, dirs, files in os.walk(self._home):
-                for name in [folder, *(os.path.join(folder, n) for n in dirs + files)]:
-                    os.chown(name, self._plan.uid, self._plan.gid)
+        try:
+            os.chmod(root, 0o755)  # the unprivileged worker must reach home/ and read worker.py
+            self._home = self._res.home
+            self._script = process.place_scripts(root)
+            process.copy_student_files(Path(modules_dir), self._res.submitted)
+            self._plan = isolation.plan(
+                python=self._python, user=user, hide=[Path(os.path.realpath(p)) for p in hide],
+                lib_dirs=self._lib_dirs, site_packages=self._site_packages, root_dir=root,
+                home=self._home, limits=limits, bubblewrap=bubblewrap,
+            )
+            if self._plan.uid != os.geteuid():
+                self._res.home_owner = (self._plan.uid, self._plan.gid)
+                self._res.dedicated_user = dedicated_user and user is not None
+            self._res.fresh_home()
+        except BaseException:
+            self._finalizer()
+            raise
         self.isolation: list[str] = list(self._plan.report)
         # Who the student's code runs as: when it is the grader's own uid, the worker can write
         # whatever the grader can (the runner then watches its files; see run.py).
@@ -104,6 +118,9 @@ class Sandbox(Exchange):
         self._seq = 0
         self._output = bytearray()
         self._dropped = 0
+        # When the worker's folder was last measured (time.monotonic, and the worker's CPU seconds).
+        self._disk_checked, self._disk_checked_cpu = 0.0, 0.0
+        self._home_used = False  # whether a worker wrote the home folder on disk since it was emptied
         # Start the interpreter now: its start-up (numpy's import) overlaps the grader's own work,
         # such as collecting the tests, and is awaited on first use.
         self._launch()
@@ -157,6 +174,11 @@ class Sandbox(Exchange):
                 f"the limit is {self.limits.output_bytes} bytes]\n"
             )
         return text
+
+    @property
+    def folder(self) -> Path:
+        """The sandbox's private folder (removed by close(), with everything the worker wrote)."""
+        return self._res.root
 
     def cpu_seconds(self) -> float | None:
         """CPU time used so far by the current worker, measured from outside (None if unreadable).
@@ -245,14 +267,22 @@ class Sandbox(Exchange):
         return worker
 
     def _launch(self) -> None:
-        """Start a worker and send it its init message, without waiting for it (see _await_ready)."""
+        """Start a worker and send it its init message, without waiting for it (see _await_ready).
+
+        Every worker starts from the submitted files only: under bubblewrap its home is a new
+        tmpfs; otherwise the folder an earlier worker used is emptied first.
+        """
+        if self._home_used:
+            self._res.fresh_home()
+        self._home_used = not self._plan.bubblewrap
+        self._disk_checked, self._disk_checked_cpu = 0.0, 0.0
         self._seq += 1
         limits = {
             "cpu_seconds": self.limits.cpu_seconds, "memory_bytes": self.limits.memory_bytes,
             "max_processes": self.limits.max_processes, "file_bytes": self.limits.file_bytes,
         }
         init = {
-            "seq": self._seq, "op": "init", "home": str(self._home),
+            "seq": self._seq, "op": "init", "home": str(self._home), "seed": str(self._res.submitted),
             "lib_dirs": [str(p) for p in self._lib_dirs],
             "site_packages": [str(p) for p in self._site_packages], "limits": limits,
             **self.config.for_worker(),
@@ -262,8 +292,8 @@ class Sandbox(Exchange):
     def _await_ready(self, worker: WorkerProcess) -> None:
         """Wait until a launched worker has applied its limits and imported numpy."""
         try:
-            reply, _ = self._exchange({"seq": worker.init_seq}, [], "start-up",
-                                      max(START_TIMEOUT, self.limits.call_timeout), send=False)
+            limit = max(START_TIMEOUT, self.limits.call_timeout)
+            reply, _ = self._exchange({"seq": worker.init_seq}, [], "start-up", limit, send=False, wall=limit)
         except StudentException as exc:
             tail = self._output[-2000:].decode(errors="replace").strip()
             raise WorkerDied(f"{exc}; its output: {tail or '(none)'}") from None

@@ -17,6 +17,10 @@ usual), then {"op": "return", "ok": true, "value"} or {"op": "return", "ok": fal
 
 Everything here is untrusted once student code has run: the trusted side validates every byte this
 process sends, and never imports this module. The wire format is described in `wireformat.py`.
+
+Over 400 lines on purpose: this file runs alone, from a private folder, with only `wireformat.py`
+beside it and no package around it, so the worker's whole side (limits, object table, callbacks,
+encoding, exception reports) lives here.
 """
 from __future__ import annotations
 
@@ -26,6 +30,7 @@ import importlib
 import itertools
 import operator
 import os
+import shutil
 import sys
 import traceback
 from typing import Any
@@ -421,6 +426,17 @@ class Worker:
         self.keep_shown_frames(report.__context__, seen)
 
 
+def seed_home(seed: str, home: str) -> None:
+    """Copy the student's files from the grader's read-only copy into this worker's own empty home
+    (contents only: home itself may belong to another user, as bubblewrap's tmpfs does)."""
+    for folder, dirs, files in os.walk(seed):
+        target = os.path.join(home, os.path.relpath(folder, seed))
+        for name in dirs:
+            os.mkdir(os.path.join(target, name))
+        for name in files:
+            shutil.copyfile(os.path.join(folder, name), os.path.join(target, name))
+
+
 def main() -> None:
     """Take the init message, lock the process down, then serve."""
     req_fd, resp_fd = int(sys.argv[1]), int(sys.argv[2])
@@ -430,6 +446,7 @@ def main() -> None:
     init = message[0]
     apply_limits(init["limits"])
     forbid_new_privileges()
+    seed_home(init["seed"], init["home"])
     # sys.path: the student's folder, the course library, this interpreter's standard library (all
     # that -I -S leaves) and the grader's site-packages (for numpy), whose .pth files are not run.
     sys.path[:] = [init["home"], *init["lib_dirs"], *sys.path, *init["site_packages"]]
