@@ -86,13 +86,16 @@ def test_mutants_are_distinct_valid_programs(sample_mutants: list[mutate.Mutant]
 def test_ids_are_stable_and_unique(sample_mutants: list[mutate.Mutant]) -> None:
     ids = [m.id for m in sample_mutants]
     assert len(set(ids)) == len(ids), f"ids repeat: {ids}"
-    bad = [i for i in ids if not re.fullmatch(r"sample\.py:\d+:\d+:[a-z-]+:\d+", i)]
-    assert not bad, f"ids not of the form file:line:col:operator:index: {bad}"
+    bad = [i for i in ids if not re.fullmatch(r"sample\.py:[a-z-]+:[0-9a-f]{12}:\d+", i)]
+    assert not bad, f"ids not of the form file:operator:digest:index: {bad}"
     again = mutate.mutants_of(SAMPLE, "sample.py", HELPERS)
     assert [(m.id, m.text) for m in again] == [(m.id, m.text) for m in sample_mutants], "a second run differs"
     # Code added after the markers moves no mutant.
     extended = mutate.mutants_of(SAMPLE + "\n\ndef more(y):\n    return y - 1\n", "sample.py", HELPERS)
     assert [m.id for m in extended] == ids, "code added after the solution changed the ids"
+    # Nor do lines added above it (a longer docstring): an id names the change, not its line.
+    shifted = mutate.mutants_of("# a new comment line\n" + SAMPLE, "sample.py", HELPERS)
+    assert [m.id for m in shifted] == ids, "a line added above the solution changed the ids"
 
 
 @pytest.mark.parametrize("path", sorted((REPO / "autograder" / "mutants").glob("*.equivalent.json")), ids=lambda p: p.name)

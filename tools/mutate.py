@@ -22,9 +22,10 @@ Operators (the classic ones; the name is part of each mutant's id):
 Docstrings and f-strings (error messages) are left alone. A mutant whose code is the same syntax
 tree as the original or as an earlier mutant is dropped, so each mutant is a distinct program.
 
-A mutant's id, `<file>:<line>:<col>:<operator>:<index>`, is stable while the file does not change:
-the position of the mutated node in the original file and the index among the mutants of that
-operator at that position. Equivalent mutants (no test could tell them from the reference) are
+A mutant's id, `<file>:<operator>:<digest>:<index>`, names what it changes, not where: the digest
+covers the whole source lines the change touches, before and after, and the index counts the
+mutants of that file with the same operator and lines. An edit elsewhere in the file (a docstring, a
+new helper) leaves every id alone; only an edit of the mutated lines themselves retires one. Equivalent mutants (no test could tell them from the reference) are
 listed with the reason in `autograder/mutants/<id>.equivalent.json` ({id: reason}); they are not
 run and not counted, and an entry that matches no mutant any more is reported as stale.
 
@@ -47,6 +48,7 @@ mutant would then count as killed) or an option is wrong.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import ast
 import copy
 import json
@@ -282,7 +284,7 @@ def mutants_of(text: str, file: str, helpers: set[str]) -> list[Mutant]:
     inside = solution_lines(text)
     tree = ast.parse(text)
     seen = {ast.dump(tree)}
-    per_position: Counter[tuple[int, int, str]] = Counter()
+    per_change: Counter[tuple[str, str]] = Counter()
     found = []
     for node, parent in _walk(tree, tree):
         lines = range(getattr(node, "lineno", 0), getattr(node, "end_lineno", 0) + 1)
@@ -297,12 +299,12 @@ def mutants_of(text: str, file: str, helpers: set[str]) -> list[Mutant]:
             if shape in seen:
                 continue
             seen.add(shape)
-            position = (at.lineno, at.col_offset, operator)  # type: ignore[attr-defined]
-            index = per_position[position]
-            per_position[position] += 1
             before, after = _touched(source, start, end, new)
-            found.append(Mutant(f"{file}:{position[0]}:{position[1]}:{operator}:{index}", file,
-                                position[0], position[1], operator, before, after, mutated))
+            digest = hashlib.sha256(f"{before}\n=>\n{after}".encode()).hexdigest()[:12]
+            index = per_change[operator, digest]
+            per_change[operator, digest] += 1
+            found.append(Mutant(f"{file}:{operator}:{digest}:{index}", file,
+                                at.lineno, at.col_offset, operator, before, after, mutated))  # type: ignore[attr-defined]
     return found
 
 
@@ -330,6 +332,9 @@ class Runner:
 
     tests: Path
     timeout: float
+    # Folders the tests import helpers from: the hidden tests import the public folder's diagnosis
+    # helpers, which the grader has on sys.path because it collects both folders.
+    imports: tuple[Path, ...] = ()
 
     def command(self, submission: Path) -> list[str]:
         """The pytest command line: stop at the first failure, since one is enough to kill."""
@@ -344,7 +349,8 @@ class Runner:
         with log.open("wb") as out:
             # A session of its own, so a timeout ends the processes the tests started too.
             process = subprocess.Popen(self.command(submission), cwd=REPO, stdout=out, stderr=subprocess.STDOUT,
-                                       start_new_session=True, env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"})
+                                       start_new_session=True, env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1",
+                                            "PYTHONPATH": os.pathsep.join(map(str, self.imports))})
             try:
                 code = process.wait(self.timeout)
             except subprocess.TimeoutExpired:
@@ -416,15 +422,16 @@ def report(results: Sequence[Result], suites: Sequence[str], stale: Sequence[str
         write(f"stale equivalent entry (matches no mutant): {entry}")
 
 
-def reference_runner(solution: Path, tests: Path, timeout: float | None, log: Path) -> Runner | None:
+def reference_runner(solution: Path, tests: Path, timeout: float | None, log: Path,
+                     imports: tuple[Path, ...] = ()) -> Runner | None:
     """The Runner of a suite for the mutants, or None when the reference solution does not pass it
     (every mutant would then look killed). Without a `timeout`, the reference's time sets it."""
     begun = time.monotonic()
-    status, detail = Runner(tests, timeout=REFERENCE_TIMEOUT).run(solution, log)
+    status, detail = Runner(tests, REFERENCE_TIMEOUT, imports).run(solution, log)
     if status != SURVIVED:
         print(f"{tests.relative_to(REPO)} on {solution.relative_to(REPO)}: {status}\n{detail}")
         return None
-    return Runner(tests, timeout or TIMEOUT_FACTOR * (time.monotonic() - begun) + TIMEOUT_MARGIN)
+    return Runner(tests, timeout or TIMEOUT_FACTOR * (time.monotonic() - begun) + TIMEOUT_MARGIN, imports)
 
 
 def write_json(path: Path, assignment: str, results: Sequence[Result], suites: Sequence[str], stale: Sequence[str]) -> None:
@@ -473,7 +480,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="kvlab-mutate-") as scratch:
         runners = {}
         for suite in suites:
-            runner = reference_runner(solution, tests[suite], args.timeout, Path(scratch) / f"reference-{suite}.log")
+            imports = (tests["public"],) if suite == "hidden" else ()
+            runner = reference_runner(solution, tests[suite], args.timeout, Path(scratch) / f"reference-{suite}.log",
+                                      imports)
             if runner is None:
                 print(f"the reference solution does not pass the {suite} suite; nothing to measure")
                 return 1
