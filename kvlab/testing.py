@@ -13,6 +13,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from collections import defaultdict
 from collections.abc import Sequence
 from pathlib import Path
@@ -73,6 +74,18 @@ class Submission:
         """Run the course-library function "package.module:function" beside the student's code."""
         module, _, function = qualname.partition(":")
         return getattr(importlib.import_module(module), function)(*args, **kwargs)
+
+    def cpu_seconds(self, function: Any, *args: Any, **kwargs: Any) -> tuple[Any, float]:
+        """(function(*args, **kwargs), the CPU seconds the call took).
+
+        For cost guards that must not depend on the machine's load (another job on the machine
+        stretches wall-clock time, not CPU time). Here it is this process's `time.process_time()`;
+        the grader adds up the CPU time of every process the call runs in (the student's worker,
+        read from outside it, and its own), so work hidden anywhere is counted.
+        """
+        started = time.process_time()
+        result = function(*args, **kwargs)
+        return result, time.process_time() - started
 
     def fresh_call(self, module: str, function: str, *args: Any) -> Any:
         """`<module>.<function>(*args)` in a new Python process with another hash seed.

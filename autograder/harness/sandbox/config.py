@@ -68,18 +68,21 @@ class SandboxConfig:
     checked against their annotations when they come back. `codecs`: column layouts for long lists
     of one of them. `remote`: library functions ("module:function" -> the trusted process's
     callable) that run in the trusted process whenever code in the worker calls them; the worker's
-    copy is replaced by a stand-in before any student code runs. `trusted_calls`: what
-    `Sandbox.call(name, ...)` runs in the trusted process (on proxies of the student's objects)
-    instead of in the worker.
+    copy is replaced by a stand-in before any student code runs. `Sandbox.call(name, ...)` runs
+    the trusted process's copy of the function, on proxies of the student's objects;
+    `trusted_calls` replaces that copy for some names (a bounded variant, say). `worker_calls`: the
+    names `Sandbox.call` runs in the worker instead, for library objects that must live beside the
+    student's (a store the student's code writes into); nothing a verdict needs may come from them.
     """
 
     wire_types: tuple[str, ...] = ()
     codecs: tuple[ColumnCodec, ...] = ()
     remote: Mapping[str, Callable[..., Any]] = field(default_factory=dict)
     trusted_calls: Mapping[str, Callable[..., Any]] = field(default_factory=dict)
+    worker_calls: frozenset[str] = frozenset()
 
     def __post_init__(self) -> None:
-        for name in (*self.wire_types, *self.remote, *self.trusted_calls):
+        for name in (*self.wire_types, *self.remote, *self.trusted_calls, *self.worker_calls):
             check_qualname(name)
         for codec in self.codecs:
             if codec.type not in self.wire_types:
@@ -91,6 +94,7 @@ class SandboxConfig:
         object.__setattr__(self, "trusted_calls", _frozen(self.trusted_calls))
         object.__setattr__(self, "wire_types", tuple(self.wire_types))
         object.__setattr__(self, "codecs", tuple(self.codecs))
+        object.__setattr__(self, "worker_calls", frozenset(self.worker_calls))
 
     def for_worker(self) -> dict[str, Any]:
         """The worker's part, for its init message: names and layouts only."""

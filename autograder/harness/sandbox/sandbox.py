@@ -8,6 +8,7 @@ the trusted process meanwhile, is `exchange.Exchange`; the process and its folde
 """
 from __future__ import annotations
 
+import importlib
 import os
 import re
 import shutil
@@ -69,6 +70,12 @@ class Sandbox(Exchange):
     ) -> None:
         self.limits = limits
         self.config = config
+        # What fresh() needs to make a sibling: the submitted files as they came, not the home
+        # folder this worker may have written to.
+        self._settings: dict[str, Any] = {
+            "modules_dir": Path(modules_dir), "lib_dirs": list(lib_dirs), "limits": limits, "hide": list(hide),
+            "user": user, "python": python, "bubblewrap": bubblewrap, "config": config,
+        }
         self._callback_depth = 0
         # The real interpreter binary: a venv's bin/ may sit inside a hidden folder.
         self._python = os.path.realpath(shutil.which(python) or python)
@@ -117,14 +124,29 @@ class Sandbox(Exchange):
         return Proxy(self, ["M", name], None, name, "module")
 
     def call(self, qualname: str, *args: Any, timeout: float | None = None, **kwargs: Any) -> Any:
-        """Run the library function "package.module:function": here when the config lists it in
-        `trusted_calls` (on proxies of the student's objects), else in the worker beside them."""
+        """Run the library function "package.module:function" in this process, on proxies of the
+        student's objects: the config's `trusted_calls` entry when it has one, else the trusted
+        process's own copy of the function (the worker's copy, which student code may replace, is
+        never used). Only the names the config lists in `worker_calls` (library objects made to
+        live beside the student's, such as a store the student's code writes into) run in the
+        worker."""
         if not re.fullmatch(QUALNAME, qualname):
             raise ValueError(f'expected "package.module:function", got {qualname!r}')
+        if qualname in self.config.worker_calls:
+            return self._request("call", ["Q", qualname], args, kwargs, f"{qualname}(...)", timeout)
         trusted = self.config.trusted_calls.get(qualname)
-        if trusted is not None:
-            return trusted(*args, **kwargs)
-        return self._request("call", ["Q", qualname], args, kwargs, f"{qualname}(...)", timeout)
+        if trusted is None:
+            module, _, path = qualname.partition(":")
+            trusted = importlib.import_module(module)
+            for name in path.split("."):
+                trusted = getattr(trusted, name)
+        return trusted(*args, **kwargs)
+
+    def fresh(self) -> Sandbox:
+        """A new sandbox with the same settings: a new private folder holding only the submitted
+        files (nothing this sandbox's worker wrote), a new process, the same limits and isolation.
+        The caller closes it."""
+        return Sandbox(**self._settings)
 
     def reset(self) -> None:
         """Between tests: drop the worker's object table and the captured output.
