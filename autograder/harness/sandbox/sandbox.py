@@ -107,6 +107,7 @@ class Sandbox(Exchange):
         self.worker_uid: int = self._plan.uid
         self.last_call_cpu: float | None = None
         self.last_start_seconds: float | None = None
+        self.launches = 0  # workers started so far: a change between two cpu_seconds() readings voids them
         self._generation = 0  # bumped whenever the worker's object table is dropped
         self._seq = 0
         self._output = bytearray()
@@ -269,6 +270,7 @@ class Sandbox(Exchange):
     def _launch(self) -> None:
         """Start a worker and send it its init message, without waiting for it (see _await_ready)."""
         self._seq += 1
+        self.launches += 1
         limits = {
             "cpu_seconds": self.limits.cpu_seconds, "memory_bytes": self.limits.memory_bytes,
             "max_processes": self.limits.max_processes, "file_bytes": self.limits.file_bytes,
