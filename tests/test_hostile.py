@@ -76,15 +76,31 @@ STORED_SUFFIX = ".hostile"
 
 # ----- honest parts ---------------------------------------------------------------------------------
 
-def stubbed(text: str, function: str, message: str) -> str:
-    """`text` with the solution region of `def function` replaced by the starter's kind of stub."""
+def replaced(text: str, function: str, body: str) -> str:
+    """`text` with the solution region of `def function` replaced by `body` (lines, unindented)."""
     lines = text.splitlines(keepends=True)
     start = next(i for i, line in enumerate(lines) if re.match(rf"\s*def {function}\(", line))
     begin = next(i for i in range(start, len(lines)) if "BEGIN SOLUTION" in lines[i])
     end = next(i for i in range(begin, len(lines)) if "END SOLUTION" in lines[i])
     indent = lines[begin][: len(lines[begin]) - len(lines[begin].lstrip())]
-    lines[begin:end + 1] = [f"{indent}raise NotImplementedError({message!r})\n"]
+    lines[begin:end + 1] = [f"{indent}{line}\n" for line in body.splitlines()]
     return "".join(lines)
+
+
+def stubbed(text: str, function: str, message: str) -> str:
+    """`text` with the solution region of `def function` replaced by the starter's kind of stub."""
+    return replaced(text, function, f"raise NotImplementedError({message!r})")
+
+
+# A correct greedy decode that does not use its cache: every step recomputes the whole sequence
+# through the counted forward. It earns everything but the position budget.
+RECOMPUTE = """tokens = np.asarray(prompt)
+step_logits = []
+for _ in range(n_new):
+    logits = forward(params, cfg, tokens)[:, -1]
+    step_logits.append(logits)
+    tokens = np.concatenate([tokens, logits.argmax(axis=-1)[:, None].astype(tokens.dtype)], axis=1)
+return tokens, step_logits"""
 
 
 def without_markers(text: str) -> str:
@@ -98,6 +114,8 @@ HONEST = {
     "starter": STARTER.read_text(),
     # KVCache and the byte counts done, greedy_decode a stub
     "no_decode": without_markers(stubbed(SOLUTION.read_text(), "greedy_decode", "greedy_decode (task greedy_decode)")),
+    # everything, but greedy_decode recomputes the whole sequence at every step (no cache)
+    "no_cache": without_markers(replaced(SOLUTION.read_text(), "greedy_decode", RECOMPUTE)),
     # everything but KVCache.update, so greedy_decode fails too
     "no_update": without_markers(stubbed(SOLUTION.read_text(), "update", "KVCache.update (task kv_cache)")),
 }
@@ -129,6 +147,9 @@ class Case:
         return {path.name.removesuffix(STORED_SUFFIX): path.read_text(encoding="utf-8") for path in stored}
 
 
+# What the position-budget tests tell a decode whose work grows faster than its tokens (that it
+# took too many times the CPU time, or, with the suite's 2 s per call, that the long run timed out).
+WORK_GROWS = "new tokens on tiny-wide"
 NOT_ROOT_WRITES = ("writes into every folder it can; run by the grading user itself it would write that "
                    "user's own files (root-level isolation needed)")
 CASES = [
@@ -174,6 +195,13 @@ CASES = [
     Case("huge and deeply nested results", "no_decode", "huge_results"),
     Case("forward asked to do far too much", "no_decode", "huge_forward",
          says=("is bigger than the grader runs in one call", "more than the grader runs attention over")),
+    # A decode without a cache, its logits from a private copy of the model (uncounted), plus one
+    # junk counted forward call of the budgeted size: the work it does is still measured.
+    Case("uncounted model loaded from the library's file", "no_cache", "private_model_by_path",
+         says=(WORK_GROWS,)),
+    Case("uncounted model from the library's source text", "no_cache", "private_model_pasted", says=(WORK_GROWS,)),
+    Case("uncounted model re-imported under its own name", "no_cache", "private_model_reimported",
+         says=(WORK_GROWS,)),
 ]
 CASE_IDS = [re.sub(r"[^\w.]+", "-", case.name).strip("-") for case in CASES]
 
@@ -497,7 +525,8 @@ def test_honest_parts_grade_as_expected(campaign: Campaign, variant: str) -> Non
     assert graded.results is not None, f"{variant}: {graded.problem}\n{graded.log[-3000:]}"
     assert graded.results["extra_data"]["status"] == "graded", f"{variant}: {graded.results['output']}"
     score = graded.results["score"]
-    expected = {"starter": lambda s: s == 0, "no_decode": lambda s: 0 < s < 100, "no_update": lambda s: 0 < s < 100}
+    expected = {"starter": lambda s: s == 0, "no_decode": lambda s: 0 < s < 100, "no_update": lambda s: 0 < s < 100,
+                "no_cache": lambda s: 0 < s < 100}
     assert expected[variant](score), f"the honest part {variant} scored {score}"
 
 
