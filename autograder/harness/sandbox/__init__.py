@@ -8,7 +8,7 @@ from .config import ColumnCodec, SandboxConfig
 from .errors import ProtocolError, StudentCrash, StudentException, WorkerDied, WorkerTimeout
 from .limits import Limits
 from .proxy import Proxy
-from .sandbox import Sandbox
+from .sandbox import Sandbox, recording
 
 __all__ = [
     "ColumnCodec",
@@ -21,4 +21,5 @@ __all__ = [
     "StudentException",
     "WorkerDied",
     "WorkerTimeout",
+    "recording",
 ]

@@ -8,6 +8,7 @@ the trusted process meanwhile, is `exchange.Exchange`; the process and its folde
 """
 from __future__ import annotations
 
+import contextlib
 import importlib
 import os
 import re
@@ -18,7 +19,7 @@ import tempfile
 import time
 import weakref
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Iterator, Sequence
 
 from . import isolation, process
 from .config import NAME, QUALNAME, SandboxConfig
@@ -32,6 +33,30 @@ from .wireformat import TEXT_LIMIT
 
 # Starting includes the interpreter and numpy (a fraction of a second); this only catches hangs.
 START_TIMEOUT = 60.0
+
+# Names the trusted side used on student objects, while recording (see `recording`).
+_RECORDS: list[set[tuple[str, str]]] = []
+
+
+@contextlib.contextmanager
+def recording() -> Iterator[set[tuple[str, str]]]:
+    """Collect, from every sandbox of this process, what the trusted side uses on student objects:
+    ("attribute", name) for each attribute read or written, ("keyword", name) for each keyword
+    argument of a call into the worker, ("exception", class name) for each student exception raised
+    here. For the repository's check that every such name is stated to students
+    (tests/test_stated_rules.py); never on while grading a submission."""
+    names: set[tuple[str, str]] = set()
+    _RECORDS.append(names)
+    try:
+        yield names
+    finally:
+        _RECORDS.remove(names)
+
+
+def _record(kind: str, name: object) -> None:
+    if _RECORDS and isinstance(name, str) and not name.startswith("__"):
+        for names in _RECORDS:
+            names.add((kind, name))
 
 
 class Sandbox(Exchange):
@@ -209,6 +234,11 @@ class Sandbox(Exchange):
         if isinstance(target, Proxy):
             self._check_fresh(target)
             target = target._sbx_target
+        if _RECORDS:
+            if op in ("getattr", "setattr", "assign_into"):
+                _record("attribute", args[0])
+            for key in kwargs:
+                _record("keyword", key)
         self._ready_worker()
         blobs: list[Any] = []
         header: dict[str, Any] = {"op": op, "target": target}
@@ -244,6 +274,7 @@ class Sandbox(Exchange):
             error.get("module"), error.get("qualname"), error.get("mro"),
         )
         cls = student_exception_class(module, qualname, mro)
+        _record("exception", qualname)
         if cls is StudentCrash:
             raised = f"{qualname}({message})" if message else qualname
             place = f" at {where}" if where else ""
