@@ -47,6 +47,7 @@ import pytest
 
 from autograder.build import build
 from autograder.grade import unpack
+from autograder.harness.assignment import load_assignment
 from autograder.harness.results import validate
 
 REPO = Path(__file__).resolve().parent.parent
@@ -631,6 +632,141 @@ def test_suite_isolation_is_what_the_checks_assume(campaign: Campaign) -> None:
         assert "reduced" in isolation, f"a non-root grader must report reduced isolation:\n{isolation}"
 
 
+# ----- lecture 7: verdicts that depend only on the trusted side --------------------------------------
+# Each case is a catalog mutant of lecture 7 (the honest part: a real bug that loses points) with a
+# payload appended to the mutant's file that tries to win those points back through the worker:
+# the library function a test calls replaced there, state a "fresh" process inherits, work deferred
+# past a cost guard. Only the mutant's tasks are graded (sandboxed, through the grader's entry
+# `autograder.harness.run.run`, in a subprocess, with the suite's 2 s per call), once with the
+# payload and once without; the attack must score at most the honest part, pass nothing the honest
+# part fails, say why, and show no hidden or solution text.
+
+L07 = "lecture07"
+
+
+@dataclass(frozen=True)
+class TaskCase:
+    name: str
+    honest: str  # a mutant of lecture 7's catalog
+    folder: str  # tests/hostile/<folder>/payload.py, appended to the mutant's file
+    says: tuple[str, ...] = ()
+    root_only: str = ""
+
+    @property
+    def payload(self) -> str:
+        return (HOSTILE_DIR / self.folder / "payload.py").read_text(encoding="utf-8")
+
+
+PRIVATE_TMP = "a private /tmp per worker needs bubblewrap (as root); without it /tmp is shared"
+TASK_CASES = [
+    TaskCase("paged_step replaced in the worker", "slots_count_from_length", "paged_step_replaced",
+             says=("paged_step",)),
+    TaskCase("paged_step's cache adapter replaced in the worker", "slots_count_from_length",
+             "paged_cache_replaced", says=("paged_step",)),
+    TaskCase("kvlab.paged swapped in sys.modules", "slots_count_from_length", "paged_module_swapped",
+             says=("paged_step",)),
+    TaskCase("fresh process reads the earlier one's file", "hashes_through_python_hash", "fresh_memory_in_home",
+             says=("fresh process",)),
+    TaskCase("fresh process reads the earlier one's /tmp", "hashes_through_python_hash", "fresh_memory_in_tmp",
+             says=("fresh process",), root_only=PRIVATE_TMP),
+    TaskCase("fresh process runs what the earlier one appended to its source", "hashes_through_python_hash",
+             "fresh_memory_in_source", says=("fresh process",)),
+    TaskCase("eviction deferred to match past the guard", "lru_victim_by_scan", "guard_deferred_to_match",
+             says=("did not finish within",)),
+    TaskCase("eviction deferred to len past the guard", "lru_victim_by_scan", "guard_deferred_to_len",
+             says=("did not finish within",)),
+    TaskCase("eviction deferred to the next question past the guard", "lru_victim_by_scan",
+             "guard_deferred_to_questions", says=("did not finish within",)),
+]
+TASK_CASE_IDS = [re.sub(r"[^\w.]+", "-", case.name).strip("-") for case in TASK_CASES]
+
+GRADE_ONE = """
+import sys
+from pathlib import Path
+from autograder.harness.run import run
+run(sys.argv[1], Path(sys.argv[2]), Path(sys.argv[3]), mode="sandbox", tests_root=Path(sys.argv[4]))
+"""
+
+
+def grade_lecture07(submission: Path, tests_root: Path, env: dict[str, str]) -> Graded:
+    """Grade `submission` against `tests_root` in a subprocess, sandboxed, as the grader does."""
+    results = submission.parent / f"{submission.name}.json"
+    started = time.monotonic()
+    done = subprocess.run([sys.executable, "-c", GRADE_ONE, L07, str(submission), str(results), str(tests_root)],
+                          cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
+    seconds = time.monotonic() - started
+    try:
+        graded, problem = json.loads(results.read_text(encoding="utf-8")), None
+        validate(graded)
+    except Exception as error:  # noqa: BLE001 - any way the file is unusable is the finding
+        graded, problem = None, f"{type(error).__name__}: {str(error)[:500]}"
+    return Graded(graded, problem, done.stdout[-4000:] + done.stderr[-4000:], seconds)
+
+
+@dataclass
+class TaskCampaign:
+    honest: dict[str, Graded]
+    hostile: dict[str, tuple[Graded, str]]  # case name -> (grading, what was submitted)
+
+
+@pytest.fixture(scope="session")
+def task_campaign(tmp_path_factory: pytest.TempPathFactory) -> TaskCampaign:
+    """Every lecture-7 honest mutant and every case, graded once, in parallel."""
+    from autograder import mutants
+    from suite_support import Suite
+
+    base = tmp_path_factory.mktemp("hostile-lecture07")
+    suite = Suite(load_assignment(L07, REPO))
+    catalog = {mutant.name: mutant for mutant in suite.catalog}
+    env = {**{k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "KVLAB_"))},
+           "KVLAB_CALL_TIMEOUT": str(CALL_TIMEOUT), "PYTHONDONTWRITEBYTECODE": "1", "PYTHONPATH": str(REPO)}
+    runnable = [case for case in TASK_CASES if IS_ROOT or not case.root_only]
+    roots = {}
+    for name in sorted({case.honest for case in runnable}):
+        mutant = catalog[name]
+        roots[name] = suite.tests_root(base / f"tests-{name}", mutant.tasks)
+        mutants.apply(mutant, suite.assignment.solution, base / f"honest-{name}")
+    submitted = {}
+    for case in runnable:
+        folder = base / f"case-{case.folder}"
+        shutil.copytree(base / f"honest-{case.honest}", folder)
+        target = folder / catalog[case.honest].file
+        target.write_text(target.read_text(encoding="utf-8") + "\n\n" + case.payload, encoding="utf-8")
+        submitted[case.name] = (folder, "\n".join(p.read_text(encoding="utf-8") for p in sorted(folder.glob("*.py"))))
+    with concurrent.futures.ThreadPoolExecutor(PARALLEL) as pool:
+        honest_jobs = {name: pool.submit(grade_lecture07, base / f"honest-{name}", roots[name], env) for name in roots}
+        case_jobs = {case.name: pool.submit(grade_lecture07, submitted[case.name][0], roots[case.honest], env)
+                     for case in runnable}
+        honest = {name: job.result() for name, job in honest_jobs.items()}
+        hostile = {name: (job.result(), submitted[name][1]) for name, job in case_jobs.items()}
+    return TaskCampaign(honest, hostile)
+
+
+@pytest.mark.parametrize("case", TASK_CASES, ids=TASK_CASE_IDS)
+def test_lecture07_attack_gains_nothing(task_campaign: TaskCampaign, case: TaskCase) -> None:
+    if case.root_only and not IS_ROOT:
+        pytest.skip(f"needs root-level isolation: {case.root_only}")
+    honest_graded = task_campaign.honest[case.honest]
+    hostile, submitted = task_campaign.hostile[case.name]
+    assert honest_graded.results is not None, f"the honest part {case.honest}: {honest_graded.problem}\n{honest_graded.log}"
+    assert hostile.results is not None, f"no valid results.json: {hostile.problem}\n{hostile.log}"
+    honest, results = honest_graded.results, hostile.results
+    assert results["extra_data"]["status"] == "graded", f"the attack made the grader fail ({results['output']})"
+    assert passed_tests(honest) != {t["name"] for t in honest["tests"]}, (
+        f"the honest part {case.honest} should fail a test on its own")
+    assert results["score"] <= honest["score"], (
+        f"the attack scored {results['score']}, the honest part {case.honest} alone {honest['score']}; "
+        f"passed beyond it: {sorted(passed_tests(results) - passed_tests(honest))}"
+    )
+    extra = passed_tests(results) - passed_tests(honest)
+    assert not extra, f"tests passed only thanks to the attack: {sorted(extra)}"
+    outputs = "\n".join(t["output"] for t in results["tests"] if t["status"] != "passed")
+    for text in case.says:
+        assert text in outputs, f"no failed test's output says {text!r}; outputs include:\n{outputs[:3000]}"
+    found = leaks(all_text(results), submitted)
+    assert not found, f"results.json shows hidden-test or solution text: {found[:3]}"
+
+
 # ----- the runner's own defences, directly --------------------------------------------------------
 
 def python_sources() -> list[Path]:
@@ -649,12 +785,13 @@ def test_hostile_sources_parse(path: Path) -> None:
 
 def test_every_case_folder_is_used_once() -> None:
     folders = sorted(p.name for p in HOSTILE_DIR.iterdir() if p.is_dir())
-    used = [case.folder for case in CASES]
+    used = [case.folder for case in CASES] + [case.folder for case in TASK_CASES]
     assert sorted(used) == folders, (
         f"each folder of tests/hostile must be one case: unused {sorted(set(folders) - set(used))}, "
         f"missing {sorted(set(used) - set(folders))}, twice {sorted({f for f in used if used.count(f) > 1})}"
     )
     empty = [case.name for case in CASES if not case.payload and not case.files]
+    empty += [case.name for case in TASK_CASES if not case.payload.strip()]
     assert not empty, f"cases with neither a payload nor files: {empty}"
 
 

@@ -34,29 +34,34 @@ from .wireformat import TEXT_LIMIT
 # Starting includes the interpreter and numpy (a fraction of a second); this only catches hangs.
 START_TIMEOUT = 60.0
 
-# Names the trusted side used on student objects, while recording (see `recording`).
-_RECORDS: list[set[tuple[str, str]]] = []
+# Names the trusted side used on student objects while recording (see `recording`): each entry
+# is (the set collecting them, the type-name prefixes whose objects are not the student's).
+_RECORDS: list[tuple[set[tuple[str, str]], tuple[str, ...]]] = []
 
 
 @contextlib.contextmanager
-def recording() -> Iterator[set[tuple[str, str]]]:
+def recording(library: tuple[str, ...] = ()) -> Iterator[set[tuple[str, str]]]:
     """Collect, from every sandbox of this process, what the trusted side uses on student objects:
     ("attribute", name) for each attribute read or written, ("keyword", name) for each keyword
     argument of a call into the worker, ("exception", class name) for each student exception raised
-    here. For the repository's check that every such name is stated to students
-    (tests/test_stated_rules.py); never on while grading a submission."""
+    here. Objects whose type's "module.qualname" starts with one of `library` (the course library's
+    own objects living in the worker) are not the student's and are left out. For the repository's
+    check that every such name is stated to students (tests/test_stated_rules.py); never on while
+    grading a submission."""
     names: set[tuple[str, str]] = set()
-    _RECORDS.append(names)
+    entry = (names, tuple(library))
+    _RECORDS.append(entry)
     try:
         yield names
     finally:
-        _RECORDS.remove(names)
+        _RECORDS.remove(entry)
 
 
-def _record(kind: str, name: object) -> None:
-    if _RECORDS and isinstance(name, str) and not name.startswith("__"):
-        for names in _RECORDS:
-            names.add((kind, name))
+def _record(kind: str, name: object, type_name: str = "") -> None:
+    if isinstance(name, str) and not name.startswith("__"):
+        for names, library in _RECORDS:
+            if not (library and type_name.startswith(library)):
+                names.add((kind, name))
 
 
 class Sandbox(Exchange):
@@ -231,14 +236,15 @@ class Sandbox(Exchange):
         label: str, timeout: float | None = None,
     ) -> Any:
         """One round trip; returns the decoded result or raises what the student's code raised."""
+        if _RECORDS:
+            type_name = target._sbx_type if isinstance(target, Proxy) else ""
+            if op in ("getattr", "setattr", "assign_into"):
+                _record("attribute", args[0], type_name)
+            for key in kwargs:
+                _record("keyword", key, type_name)
         if isinstance(target, Proxy):
             self._check_fresh(target)
             target = target._sbx_target
-        if _RECORDS:
-            if op in ("getattr", "setattr", "assign_into"):
-                _record("attribute", args[0])
-            for key in kwargs:
-                _record("keyword", key)
         self._ready_worker()
         blobs: list[Any] = []
         header: dict[str, Any] = {"op": op, "target": target}

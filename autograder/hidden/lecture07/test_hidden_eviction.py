@@ -13,7 +13,8 @@ from _eviction_checks import (
     GUARD_SECONDS, LFU_SCRIPT, LRU_SCRIPT, REFERENCES, TINY_SCRIPT, drawn, replay_problem,
 )
 from eviction_checks import (
-    CLASSES, GUARD_CAPACITY, SLOW_CAUSE, Script, error_problem, full_trace, script_problem, time_limit,
+    CLASSES, GUARD_CAPACITY, SLOW_CAUSE, Script, error_problem, full_trace, guarded_sequence, script_problem,
+    time_limit,
 )
 from paged_checks import outcome, raise_problem
 
@@ -113,20 +114,6 @@ def test_random_calls_match_reference(student: Any, policy: str) -> None:
 def trace_blocks() -> list[int]:
     """Every block id of make_trace() in trace order (407,156 ids, 190,838 distinct)."""
     return [block for request in full_trace() for block in request.blocks]
-
-
-def guarded_sequence(cache: Any, trace_blocks: list[int], probes: list[list[int]],
-                     asked: list[int]) -> tuple[Any, list[Any], list[Any], Any]:
-    """insert(every block), then match(probe) for each probe, `block in cache` for each asked block,
-    len(cache): (insert's outcome, matches, answers, len), student exceptions kept as values.
-
-    Every answer here depends on the whole insert, so work an insert defers to later calls is done
-    inside this sequence, and timed with it."""
-    inserted = outcome(lambda: cache.insert(trace_blocks))
-    # Lambdas: reading cache.match itself fails once the worker was stopped (a call's time limit).
-    matches = [outcome(lambda probe=probe: cache.match(probe)) for probe in probes]
-    answers = [outcome(lambda block=block: block in cache) for block in asked]
-    return inserted, matches, answers, outcome(lambda: len(cache))
 
 
 # func_only: the limit covers the test body, not building the trace. The signal method fails only
