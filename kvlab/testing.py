@@ -13,6 +13,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 import time
 from collections import defaultdict
 from collections.abc import Sequence
@@ -101,10 +102,12 @@ class Submission:
         )
         library = Path(__file__).resolve().parent.parent
         self._fresh_calls += 1  # a different hash seed for every fresh process
-        env = {**os.environ, "PYTHONHASHSEED": str(self._fresh_calls),
-               "PYTHONPATH": os.pathsep.join([str(self.directory), str(library)])}
-        done = subprocess.run([sys.executable, "-c", program], input=json.dumps(args), env=env,
-                              capture_output=True, text=True, timeout=60)
+        # An empty home and environment, as in the grader: a new folder, only what Python needs.
+        with tempfile.TemporaryDirectory(prefix="kvlab-fresh-") as home:
+            env = {"HOME": home, "PATH": os.environ.get("PATH", ""), "PYTHONHASHSEED": str(self._fresh_calls),
+                   "PYTHONPATH": os.pathsep.join([str(self.directory), str(library)])}
+            done = subprocess.run([sys.executable, "-c", program], input=json.dumps(args), env=env, cwd=home,
+                                  capture_output=True, text=True, timeout=60)
         if done.returncode:
             raise RuntimeError(f"{module}.{function} failed in a fresh process:\n{done.stderr[-2000:]}")
         return json.loads(done.stdout)

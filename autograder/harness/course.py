@@ -9,8 +9,9 @@ and nowhere else:
 - `codecs`: long lists of a wire type sent as columns (a trace of 23,608 Requests in milliseconds).
 - `remote`: library functions that, when code in the worker calls them, run in this process (the
   worker's copy is replaced by a stand-in before any student code runs).
-- `trusted_calls`: a test's `student.call("module:function", ...)` runs this process's copy of the
-  function, on proxies of the student's objects; this maps names to a bounded variant instead.
+- `trusted_packages`: a test's `student.call("kvlab....:function", ...)` runs this process's copy of
+  the function, on proxies of the student's objects; `trusted_calls` maps names to a bounded
+  variant instead.
 - `worker_calls`: the few names `student.call` runs in the worker, because what they make must live
   beside the student's objects; nothing a verdict needs may come from them.
 """
@@ -94,6 +95,7 @@ COURSE = SandboxConfig(
     # side), paged_step (which writes the new K/V into the student's pool in place through
     # kvlab.paged.assign_into, the proxy's __assign_into__), probe.each (one round trip per call),
     # module 6's run_requests, and any other library function a test names.
+    trusted_packages=("kvlab",),
     trusted_calls={"kvlab.model:forward": bounded_forward},
     # Made in the worker because the student's code holds them: module 6's MemoryStore (the
     # connector writes into it) and its free-queue drill (200,000 blocks built beside the queue;

@@ -155,23 +155,24 @@ class Sandbox(Exchange):
         return Proxy(self, ["M", name], None, name, "module")
 
     def call(self, qualname: str, *args: Any, timeout: float | None = None, **kwargs: Any) -> Any:
-        """Run the library function "package.module:function" in this process, on proxies of the
-        student's objects: the config's `trusted_calls` entry when it has one, else the trusted
-        process's own copy of the function (the worker's copy, which student code may replace, is
-        never used). Only the names the config lists in `worker_calls` (library objects made to
-        live beside the student's, such as a store the student's code writes into) run in the
-        worker."""
+        """Run the library function "package.module:function" on proxies of the student's objects.
+
+        Here, in this process, when the config lists it in `trusted_calls` (that callable) or its
+        package in `trusted_packages` (this process's own copy of the function: the worker's copy,
+        which student code may replace, is never used), unless it is one of the `worker_calls`;
+        otherwise in the worker, beside the student's objects."""
         if not re.fullmatch(QUALNAME, qualname):
             raise ValueError(f'expected "package.module:function", got {qualname!r}')
-        if qualname in self.config.worker_calls:
-            return self._request("call", ["Q", qualname], args, kwargs, f"{qualname}(...)", timeout)
+        module, _, path = qualname.partition(":")
         trusted = self.config.trusted_calls.get(qualname)
-        if trusted is None:
-            module, _, path = qualname.partition(":")
+        if trusted is None and module.split(".")[0] in self.config.trusted_packages \
+                and qualname not in self.config.worker_calls:
             trusted = importlib.import_module(module)
             for name in path.split("."):
                 trusted = getattr(trusted, name)
-        return trusted(*args, **kwargs)
+        if trusted is not None:
+            return trusted(*args, **kwargs)
+        return self._request("call", ["Q", qualname], args, kwargs, f"{qualname}(...)", timeout)
 
     def fresh(self) -> Sandbox:
         """A new sandbox with the same settings: a new private folder holding only the submitted
