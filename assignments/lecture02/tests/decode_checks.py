@@ -342,27 +342,28 @@ def count_problem(counts: dict[str, int], T0: int, n_new: int, B: int) -> str | 
 # sequence each step, T0 + i positions at step i, so its CPU time grows with n_new squared (and
 # attention's part with its cube), however it computes its logits (a private copy of the model
 # runs uncounted, but not untimed). A model wide enough that one position's matmuls outweigh a
-# step's fixed costs, and n large enough that a recomputing decode's short run outweighs a call's
-# fixed costs (a counted forward ships the weights from the worker: a few ms). Measured on 2 cores
-# for n = 48: a cached decode takes 5.7-6.5x the CPU time for 6n new tokens as for n in the grader
-# (the cache's K/V cross the sandbox each step, hence a little over 6x), about 6x in process; a
-# recomputing one over 25x in the grader, over 100x in process. The limit sits between.
+# step's fixed costs, and a batch of 4 so that recomputing costs four times as much while a cached
+# step's fixed costs (in the grader, a few round trips and the weights shipped from the worker:
+# 2-4 ms) stay the same. Measured on 2 cores for n = 24, batch 4: a cached decode takes 6.5-7.3x
+# the CPU time for 6n new tokens as for n in the grader (the cache's K/V cross the sandbox each
+# step, hence a little over 6x), about 6x in process; a recomputing one about 40x in the grader,
+# over 100x in process. The limit sits 1.6x above the first and 3x below the second.
 COST_CFG = config_like(TINY, vocab=128, d_model=64, n_layers=2, n_heads=4, n_kv_heads=2, d_head=16, d_ff=256,
                        max_seq=512, name="tiny-wide")
-COST_N_NEW, COST_FACTOR, COST_RATIO_LIMIT = 48, 6, 12.0
+COST_BATCH, COST_N_NEW, COST_FACTOR, COST_RATIO_LIMIT = 4, 24, 6, 12.0
 
 
 def timed_decode(student: Any, params: dict[str, np.ndarray], seed: int, n_new: int) -> tuple[float, str | None]:
-    """(CPU seconds, problem) of one counted greedy_decode of a one-token prompt on COST_CFG: the
+    """(CPU seconds, problem) of one counted greedy_decode of one-token prompts on COST_CFG: the
     seconds of every process it ran in, measured by the grader; the problem if the decode is wrong
     or sends the wrong count of positions. A new prompt each time: an answer remembered from an
     earlier call costs nothing."""
-    prompt = prompt_for(COST_CFG, 1, 1, seed=seed)
+    prompt = prompt_for(COST_CFG, COST_BATCH, 1, seed=seed)
     (result, counts), seconds = student.cpu_seconds(
         student.call, "kvlab.counter:run_counted", student.kv_decode.greedy_decode, params, COST_CFG, prompt, n_new
     )
     expected_tokens, expected_logits = teacher_forced(params, prompt, n_new, result)
-    return seconds, count_problem(counts, 1, n_new, 1) or decode_problem(
+    return seconds, count_problem(counts, 1, n_new, COST_BATCH) or decode_problem(
         result, prompt, n_new, expected_tokens, expected_logits, params, COST_CFG
     )
 
@@ -370,14 +371,14 @@ def timed_decode(student: Any, params: dict[str, np.ndarray], seed: int, n_new: 
 def teacher_forced(params: dict[str, np.ndarray], prompt: np.ndarray, n_new: int,
                    result: Any) -> tuple[np.ndarray, list[np.ndarray]]:
     """The reference decode, as decode_problem takes it, from one no-cache forward over the student's
-    tokens [1, T0+n_new] (the reference `generate` would cost as much as the decode this check refuses):
+    tokens [B, T0+n_new] (the reference `generate` would cost as much as the decode this check refuses):
     each step's logits given the tokens before it, each new token their argmax. Up to the first
     token the student got wrong this is `generate`'s answer, and decode_problem reports that first
     divergence. Tokens that are not ids of the right shape get `generate`'s answer (their problem is
     reported before any value is compared)."""
     T0 = prompt.shape[1]
     tokens = result[0] if isinstance(result, (tuple, list)) and len(result) == 2 else None
-    if not (isinstance(tokens, np.ndarray) and tokens.shape == (1, T0 + n_new)
+    if not (isinstance(tokens, np.ndarray) and tokens.shape == (prompt.shape[0], T0 + n_new)
             and np.issubdtype(tokens.dtype, np.integer) and np.all((0 <= tokens) & (tokens < COST_CFG.vocab))):
         return generate(params, COST_CFG, prompt, n_new)
     logits = forward(params, COST_CFG, tokens[:, :-1])
