@@ -56,8 +56,8 @@ def test_forward_sees_each_position_once(student: Any, batch: int, prompt_len: i
         "kvlab.counter:run_counted", student.kv_decode.greedy_decode, params, cfg, prompt, n_new
     )
     expected_tokens, expected_logits = generate(params, cfg, prompt, n_new)
-    # And the work must grow linearly with n_new (decode_checks.work_problem: the CPU time of 24
-    # and of 144 new tokens), however the logits are computed.
+    # And the work must grow linearly with n_new (decode_checks.work_problem: the CPU time of 16
+    # and of 96 new tokens), however the logits are computed.
     problem = count_problem(counts, prompt_len, n_new, batch) or decode_problem(
         result, prompt, n_new, expected_tokens, expected_logits, params, cfg
     ) or work_problem(student)
