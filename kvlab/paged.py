@@ -17,6 +17,20 @@ import numpy as np
 from kvlab.model import Config, forward
 
 
+def assign_into(owner: Any, attribute: str, index: Any, values: np.ndarray) -> None:
+    """`getattr(owner, attribute)[index] = values`, written in place where the array lives.
+
+    Here that is plain numpy. A grader that runs `paged_step` in its own process holds the
+    student's pool as a proxy, whose `pool.k` is a copy; the proxy's class then provides
+    `__assign_into__(attribute, index, values)`, which does the same write in the student's process.
+    """
+    remote = getattr(type(owner), "__assign_into__", None)
+    if remote is not None:
+        remote(owner, attribute, index, values)
+    else:
+        getattr(owner, attribute)[index] = values
+
+
 class _PagedCache:
     """The KV-cache protocol (`length`, `update`, `advance`) over one paged sequence, batch 1."""
 
@@ -27,8 +41,8 @@ class _PagedCache:
     def update(self, layer: int, k: np.ndarray, v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         pool, T = self.seq.pool, k.shape[1]
         blocks, offsets = self.seq.slots(self.length, T)
-        pool.k[blocks, layer, offsets] = k[0]
-        pool.v[blocks, layer, offsets] = v[0]
+        assign_into(pool, "k", (blocks, layer, offsets), k[0])
+        assign_into(pool, "v", (blocks, layer, offsets), v[0])
         blocks, offsets = self.seq.slots(0, self.length + T)
         return pool.k[blocks, layer, offsets][None], pool.v[blocks, layer, offsets][None]
 

@@ -13,6 +13,8 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
+import time
 from collections import defaultdict
 from collections.abc import Sequence
 from pathlib import Path
@@ -74,6 +76,18 @@ class Submission:
         module, _, function = qualname.partition(":")
         return getattr(importlib.import_module(module), function)(*args, **kwargs)
 
+    def cpu_seconds(self, function: Any, *args: Any, **kwargs: Any) -> tuple[Any, float]:
+        """(function(*args, **kwargs), the CPU seconds the call took).
+
+        For cost guards that must not depend on the machine's load (another job on the machine
+        stretches wall-clock time, not CPU time). Here it is this process's `time.process_time()`;
+        the grader adds up the CPU time of every process the call runs in (the student's worker,
+        read from outside it, and its own), so work hidden anywhere is counted.
+        """
+        started = time.process_time()
+        result = function(*args, **kwargs)
+        return result, time.process_time() - started
+
     def fresh_call(self, module: str, function: str, *args: Any) -> Any:
         """`<module>.<function>(*args)` in a new Python process with another hash seed.
 
@@ -88,10 +102,12 @@ class Submission:
         )
         library = Path(__file__).resolve().parent.parent
         self._fresh_calls += 1  # a different hash seed for every fresh process
-        env = {**os.environ, "PYTHONHASHSEED": str(self._fresh_calls),
-               "PYTHONPATH": os.pathsep.join([str(self.directory), str(library)])}
-        done = subprocess.run([sys.executable, "-c", program], input=json.dumps(args), env=env,
-                              capture_output=True, text=True, timeout=60)
+        # An empty home and environment, as in the grader: a new folder, only what Python needs.
+        with tempfile.TemporaryDirectory(prefix="kvlab-fresh-") as home:
+            env = {"HOME": home, "PATH": os.environ.get("PATH", ""), "PYTHONHASHSEED": str(self._fresh_calls),
+                   "PYTHONPATH": os.pathsep.join([str(self.directory), str(library)])}
+            done = subprocess.run([sys.executable, "-c", program], input=json.dumps(args), env=env, cwd=home,
+                                  capture_output=True, text=True, timeout=60)
         if done.returncode:
             raise RuntimeError(f"{module}.{function} failed in a fresh process:\n{done.stderr[-2000:]}")
         return json.loads(done.stdout)

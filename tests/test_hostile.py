@@ -52,6 +52,7 @@ import pytest
 
 from autograder.build import build
 from autograder.grade import unpack
+from autograder.harness.assignment import load_assignment
 from autograder.harness.results import validate
 
 REPO = Path(__file__).resolve().parent.parent
@@ -84,15 +85,31 @@ STORED_SUFFIX = ".hostile"
 
 # ----- honest parts ---------------------------------------------------------------------------------
 
-def stubbed(text: str, function: str, message: str) -> str:
-    """`text` with the solution region of `def function` replaced by the starter's kind of stub."""
+def replaced(text: str, function: str, body: str) -> str:
+    """`text` with the solution region of `def function` replaced by `body` (lines, unindented)."""
     lines = text.splitlines(keepends=True)
     start = next(i for i, line in enumerate(lines) if re.match(rf"\s*def {function}\(", line))
     begin = next(i for i in range(start, len(lines)) if "BEGIN SOLUTION" in lines[i])
     end = next(i for i in range(begin, len(lines)) if "END SOLUTION" in lines[i])
     indent = lines[begin][: len(lines[begin]) - len(lines[begin].lstrip())]
-    lines[begin:end + 1] = [f"{indent}raise NotImplementedError({message!r})\n"]
+    lines[begin:end + 1] = [f"{indent}{line}\n" for line in body.splitlines()]
     return "".join(lines)
+
+
+def stubbed(text: str, function: str, message: str) -> str:
+    """`text` with the solution region of `def function` replaced by the starter's kind of stub."""
+    return replaced(text, function, f"raise NotImplementedError({message!r})")
+
+
+# A correct greedy decode that does not use its cache: every step recomputes the whole sequence
+# through the counted forward. It earns everything but the position budget.
+RECOMPUTE = """tokens = np.asarray(prompt)
+step_logits = []
+for _ in range(n_new):
+    logits = forward(params, cfg, tokens)[:, -1]
+    step_logits.append(logits)
+    tokens = np.concatenate([tokens, logits.argmax(axis=-1)[:, None].astype(tokens.dtype)], axis=1)
+return tokens, step_logits"""
 
 
 def without_markers(text: str) -> str:
@@ -106,6 +123,8 @@ HONEST = {
     "starter": STARTER.read_text(),
     # KVCache and the byte counts done, greedy_decode a stub
     "no_decode": without_markers(stubbed(SOLUTION.read_text(), "greedy_decode", "greedy_decode (task greedy_decode)")),
+    # everything, but greedy_decode recomputes the whole sequence at every step (no cache)
+    "no_cache": without_markers(replaced(SOLUTION.read_text(), "greedy_decode", RECOMPUTE)),
     # everything but KVCache.update, so greedy_decode fails too
     "no_update": without_markers(stubbed(SOLUTION.read_text(), "update", "KVCache.update (task kv_cache)")),
 }
@@ -140,6 +159,9 @@ class Case:
         return {path.name.removesuffix(STORED_SUFFIX): path.read_text(encoding="utf-8") for path in stored}
 
 
+# What the position-budget tests tell a decode whose work grows faster than its tokens (that it
+# took too many times the CPU time, or, with the suite's 2 s per call, that the long run timed out).
+WORK_GROWS = "new tokens on tiny-wide"
 NOT_ROOT_WRITES = ("writes into every folder it can; run by the grading user itself it would write that "
                    "user's own files (root-level isolation needed)")
 CASES = [
@@ -204,6 +226,13 @@ CASES = [
          says=("kv_decode.py could not be imported", "time limit of 2 s of CPU time")),
     Case("forward asked to do far too much", "no_decode", "huge_forward",
          says=("is bigger than the grader runs in one call", "more than the grader runs attention over")),
+    # A decode without a cache, its logits from a private copy of the model (uncounted), plus one
+    # junk counted forward call of the budgeted size: the work it does is still measured.
+    Case("uncounted model loaded from the library's file", "no_cache", "private_model_by_path",
+         says=(WORK_GROWS,)),
+    Case("uncounted model from the library's source text", "no_cache", "private_model_pasted", says=(WORK_GROWS,)),
+    Case("uncounted model re-imported under its own name", "no_cache", "private_model_reimported",
+         says=(WORK_GROWS,)),
 ]
 # Gradescope's Docker: no bubblewrap, the unprivileged user and file permissions only (issue 8). Every
 # case is graded that way too, with the same expectations, except these (folder: why not here).
@@ -596,7 +625,8 @@ def test_honest_parts_grade_as_expected(campaign: Campaign, variant: str) -> Non
     assert graded.results is not None, f"{variant}: {graded.problem}\n{graded.log[-3000:]}"
     assert graded.results["extra_data"]["status"] == "graded", f"{variant}: {graded.results['output']}"
     score = graded.results["score"]
-    expected = {"starter": lambda s: s == 0, "no_decode": lambda s: 0 < s < 100, "no_update": lambda s: 0 < s < 100}
+    expected = {"starter": lambda s: s == 0, "no_decode": lambda s: 0 < s < 100, "no_update": lambda s: 0 < s < 100,
+                "no_cache": lambda s: 0 < s < 100}
     assert expected[variant](score), f"the honest part {variant} scored {score}"
 
 
@@ -713,6 +743,141 @@ def test_suite_isolation_is_what_the_checks_assume(campaign: Campaign) -> None:
         assert "reduced" in isolation, f"a non-root grader must report reduced isolation:\n{isolation}"
 
 
+# ----- lecture 7: verdicts that depend only on the trusted side --------------------------------------
+# Each case is a catalog mutant of lecture 7 (the honest part: a real bug that loses points) with a
+# payload appended to the mutant's file that tries to win those points back through the worker:
+# the library function a test calls replaced there, state a "fresh" process inherits, work deferred
+# past a cost guard. Only the mutant's tasks are graded (sandboxed, through the grader's entry
+# `autograder.harness.run.run`, in a subprocess, with the suite's 2 s per call), once with the
+# payload and once without; the attack must score at most the honest part, pass nothing the honest
+# part fails, say why, and show no hidden or solution text.
+
+L07 = "lecture07"
+
+
+@dataclass(frozen=True)
+class TaskCase:
+    name: str
+    honest: str  # a mutant of lecture 7's catalog
+    folder: str  # tests/hostile/<folder>/payload.py, appended to the mutant's file
+    says: tuple[str, ...] = ()
+    root_only: str = ""
+
+    @property
+    def payload(self) -> str:
+        return (HOSTILE_DIR / self.folder / "payload.py").read_text(encoding="utf-8")
+
+
+PRIVATE_TMP = "a private /tmp per worker needs bubblewrap (as root); without it /tmp is shared"
+TASK_CASES = [
+    TaskCase("paged_step replaced in the worker", "slots_count_from_length", "paged_step_replaced",
+             says=("paged_step",)),
+    TaskCase("paged_step's cache adapter replaced in the worker", "slots_count_from_length",
+             "paged_cache_replaced", says=("paged_step",)),
+    TaskCase("kvlab.paged swapped in sys.modules", "slots_count_from_length", "paged_module_swapped",
+             says=("paged_step",)),
+    TaskCase("fresh process reads the earlier one's file", "hashes_through_python_hash", "fresh_memory_in_home",
+             says=("fresh process",)),
+    TaskCase("fresh process reads the earlier one's /tmp", "hashes_through_python_hash", "fresh_memory_in_tmp",
+             says=("fresh process",), root_only=PRIVATE_TMP),
+    TaskCase("fresh process runs what the earlier one appended to its source", "hashes_through_python_hash",
+             "fresh_memory_in_source", says=("fresh process",)),
+    TaskCase("eviction deferred to match past the guard", "lru_victim_by_scan", "guard_deferred_to_match",
+             says=("did not finish within",)),
+    TaskCase("eviction deferred to len past the guard", "lru_victim_by_scan", "guard_deferred_to_len",
+             says=("did not finish within",)),
+    TaskCase("eviction deferred to the next question past the guard", "lru_victim_by_scan",
+             "guard_deferred_to_questions", says=("did not finish within",)),
+]
+TASK_CASE_IDS = [re.sub(r"[^\w.]+", "-", case.name).strip("-") for case in TASK_CASES]
+
+GRADE_ONE = """
+import sys
+from pathlib import Path
+from autograder.harness.run import run
+run(sys.argv[1], Path(sys.argv[2]), Path(sys.argv[3]), mode="sandbox", tests_root=Path(sys.argv[4]))
+"""
+
+
+def grade_lecture07(submission: Path, tests_root: Path, env: dict[str, str]) -> Graded:
+    """Grade `submission` against `tests_root` in a subprocess, sandboxed, as the grader does."""
+    results = submission.parent / f"{submission.name}.json"
+    started = time.monotonic()
+    done = subprocess.run([sys.executable, "-c", GRADE_ONE, L07, str(submission), str(results), str(tests_root)],
+                          cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
+    seconds = time.monotonic() - started
+    try:
+        graded, problem = json.loads(results.read_text(encoding="utf-8")), None
+        validate(graded)
+    except Exception as error:  # noqa: BLE001 - any way the file is unusable is the finding
+        graded, problem = None, f"{type(error).__name__}: {str(error)[:500]}"
+    return Graded(graded, problem, done.stdout[-4000:] + done.stderr[-4000:], seconds)
+
+
+@dataclass
+class TaskCampaign:
+    honest: dict[str, Graded]
+    hostile: dict[str, tuple[Graded, str]]  # case name -> (grading, what was submitted)
+
+
+@pytest.fixture(scope="session")
+def task_campaign(tmp_path_factory: pytest.TempPathFactory) -> TaskCampaign:
+    """Every lecture-7 honest mutant and every case, graded once, in parallel."""
+    from autograder import mutants
+    from suite_support import Suite
+
+    base = tmp_path_factory.mktemp("hostile-lecture07")
+    suite = Suite(load_assignment(L07, REPO))
+    catalog = {mutant.name: mutant for mutant in suite.catalog}
+    env = {**{k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "KVLAB_"))},
+           "KVLAB_CALL_TIMEOUT": str(CALL_TIMEOUT), "PYTHONDONTWRITEBYTECODE": "1", "PYTHONPATH": str(REPO)}
+    runnable = [case for case in TASK_CASES if IS_ROOT or not case.root_only]
+    roots = {}
+    for name in sorted({case.honest for case in runnable}):
+        mutant = catalog[name]
+        roots[name] = suite.tests_root(base / f"tests-{name}", mutant.tasks)
+        mutants.apply(mutant, suite.assignment.solution, base / f"honest-{name}")
+    submitted = {}
+    for case in runnable:
+        folder = base / f"case-{case.folder}"
+        shutil.copytree(base / f"honest-{case.honest}", folder)
+        target = folder / catalog[case.honest].file
+        target.write_text(target.read_text(encoding="utf-8") + "\n\n" + case.payload, encoding="utf-8")
+        submitted[case.name] = (folder, "\n".join(p.read_text(encoding="utf-8") for p in sorted(folder.glob("*.py"))))
+    with concurrent.futures.ThreadPoolExecutor(PARALLEL) as pool:
+        honest_jobs = {name: pool.submit(grade_lecture07, base / f"honest-{name}", roots[name], env) for name in roots}
+        case_jobs = {case.name: pool.submit(grade_lecture07, submitted[case.name][0], roots[case.honest], env)
+                     for case in runnable}
+        honest = {name: job.result() for name, job in honest_jobs.items()}
+        hostile = {name: (job.result(), submitted[name][1]) for name, job in case_jobs.items()}
+    return TaskCampaign(honest, hostile)
+
+
+@pytest.mark.parametrize("case", TASK_CASES, ids=TASK_CASE_IDS)
+def test_lecture07_attack_gains_nothing(task_campaign: TaskCampaign, case: TaskCase) -> None:
+    if case.root_only and not IS_ROOT:
+        pytest.skip(f"needs root-level isolation: {case.root_only}")
+    honest_graded = task_campaign.honest[case.honest]
+    hostile, submitted = task_campaign.hostile[case.name]
+    assert honest_graded.results is not None, f"the honest part {case.honest}: {honest_graded.problem}\n{honest_graded.log}"
+    assert hostile.results is not None, f"no valid results.json: {hostile.problem}\n{hostile.log}"
+    honest, results = honest_graded.results, hostile.results
+    assert results["extra_data"]["status"] == "graded", f"the attack made the grader fail ({results['output']})"
+    assert passed_tests(honest) != {t["name"] for t in honest["tests"]}, (
+        f"the honest part {case.honest} should fail a test on its own")
+    assert results["score"] <= honest["score"], (
+        f"the attack scored {results['score']}, the honest part {case.honest} alone {honest['score']}; "
+        f"passed beyond it: {sorted(passed_tests(results) - passed_tests(honest))}"
+    )
+    extra = passed_tests(results) - passed_tests(honest)
+    assert not extra, f"tests passed only thanks to the attack: {sorted(extra)}"
+    outputs = "\n".join(t["output"] for t in results["tests"] if t["status"] != "passed")
+    for text in case.says:
+        assert text in outputs, f"no failed test's output says {text!r}; outputs include:\n{outputs[:3000]}"
+    found = leaks(all_text(results), submitted)
+    assert not found, f"results.json shows hidden-test or solution text: {found[:3]}"
+
+
 # ----- the runner's own defences, directly --------------------------------------------------------
 
 def python_sources() -> list[Path]:
@@ -731,13 +896,14 @@ def test_hostile_sources_parse(path: Path) -> None:
 
 def test_every_case_folder_is_used() -> None:
     folders = {p.name for p in HOSTILE_DIR.iterdir() if p.is_dir()}
-    used = {case.folder for case in CASES}
+    used = {case.folder for case in CASES} | {case.folder for case in TASK_CASES}
     assert used == folders, (
         f"each folder of tests/hostile must be a case: unused {sorted(folders - used)}, missing {sorted(used - folders)}"
     )
     names = [case.name for case in CASES]
     assert len(set(names)) == len(names), "two cases with one name"
     empty = [case.name for case in CASES if not case.payload and not case.files]
+    empty += [case.name for case in TASK_CASES if not case.payload.strip()]
     assert not empty, f"cases with neither a payload nor files: {empty}"
 
 

@@ -9,8 +9,11 @@ and nowhere else:
 - `codecs`: long lists of a wire type sent as columns (a trace of 23,608 Requests in milliseconds).
 - `remote`: library functions that, when code in the worker calls them, run in this process (the
   worker's copy is replaced by a stand-in before any student code runs).
-- `trusted_calls`: what a test's `student.call("module:function", ...)` runs in this process, on
-  proxies of the student's objects, rather than in the worker.
+- `trusted_packages`: a test's `student.call("kvlab....:function", ...)` runs this process's copy of
+  the function, on proxies of the student's objects; `trusted_calls` maps names to a bounded
+  variant instead.
+- `worker_calls`: the few names `student.call` runs in the worker, because what they make must live
+  beside the student's objects; nothing a verdict needs may come from them.
 """
 from __future__ import annotations
 
@@ -18,7 +21,6 @@ from typing import Any
 
 import numpy as np
 
-import kvlab.counter
 import kvlab.model
 from autograder.harness.sandbox import ColumnCodec, SandboxConfig
 
@@ -88,10 +90,15 @@ COURSE = SandboxConfig(
     # as a proxy. Student code may rewrite the worker's copy of the library as it likes; the logits
     # it gets, and the operations kvlab.counter records, come from this process.
     remote={"kvlab.model:forward": bounded_forward},
-    # forward itself (on proxies of the student's objects), and run_counted, which then counts the
-    # forward calls the student's function makes, from this side. Everything else
-    # (kvlab.paged:paged_step, which writes into arrays the student's objects hold) runs in the
-    # worker, beside the student's objects; its own forward calls still come here.
-    trusted_calls={"kvlab.model:forward": bounded_forward,
-                   "kvlab.counter:run_counted": kvlab.counter.run_counted},
+    # Every student.call runs here, on proxies of the student's objects: forward (bounded),
+    # run_counted (which then counts the forward calls the student's function makes from this
+    # side), paged_step (which writes the new K/V into the student's pool in place through
+    # kvlab.paged.assign_into, the proxy's __assign_into__), probe.each (one round trip per call),
+    # module 6's run_requests, and any other library function a test names.
+    trusted_packages=("kvlab",),
+    trusted_calls={"kvlab.model:forward": bounded_forward},
+    # Made in the worker because the student's code holds them: module 6's MemoryStore (the
+    # connector writes into it) and its free-queue drill (200,000 blocks built beside the queue;
+    # one round trip each would dwarf what the guard times). See docs/design.md for what this leaves.
+    worker_calls=frozenset({"kvlab.kvstore:MemoryStore", "kvlab.serving.drills:churn_free_queue"}),
 )

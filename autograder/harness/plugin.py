@@ -70,6 +70,9 @@ class Backend(Protocol):
     def fresh_call(self, module: str, function: str, *args: Any) -> Any:
         """`<module>.<function>(*args)` in a newly started process; plain data in and out."""
 
+    def cpu_seconds(self, function: Any, *args: Any, **kwargs: Any) -> tuple[Any, float]:
+        """(function(*args, **kwargs), the CPU seconds it took in every process it ran in)."""
+
     def reset(self) -> None:
         """Forget the objects the previous test made (not the imported modules)."""
 
@@ -110,8 +113,27 @@ class SandboxBackend:
         self.sandbox.reset()
 
     def fresh_call(self, module: str, function: str, *args: Any) -> Any:
-        self.sandbox.restart()
-        return getattr(self.sandbox.module(module), function)(*args)
+        # A sibling sandbox: a new process in a new private folder holding only the submitted
+        # files, so nothing the main worker wrote (in its home or its memory) reaches this call.
+        with self.sandbox.fresh() as sandbox:
+            return getattr(sandbox.module(module), function)(*args)
+
+    def cpu_seconds(self, function: Any, *args: Any, **kwargs: Any) -> tuple[Any, float]:
+        # Both sides, each measured by this process: the worker's CPU time from /proc (student
+        # code cannot fake it, nor hide work in a private copy of the model there), and this
+        # process's own (the forward calls the worker sends here, run on the student's cache).
+        worker_before, here_before = self.sandbox.cpu_seconds(), time.process_time()
+        launches = self.sandbox.launches
+        result = function(*args, **kwargs)
+        here = time.process_time() - here_before
+        if self.sandbox.launches != launches:
+            # The worker was stopped (a call's time limit) or died during the timed work, which
+            # the test sees in the results it checks; its CPU time is no longer readable.
+            return result, float("inf")
+        worker_after = self.sandbox.cpu_seconds()
+        if worker_before is None or worker_after is None:
+            raise GraderFault("the worker's CPU time could not be read around a timed call")
+        return result, here + worker_after - worker_before
 
     def captured_output(self) -> str:
         return self.sandbox.captured_output()
@@ -139,6 +161,9 @@ class InProcessBackend:
 
     def fresh_call(self, module: str, function: str, *args: Any) -> Any:
         return self.submission.fresh_call(module, function, *args)
+
+    def cpu_seconds(self, function: Any, *args: Any, **kwargs: Any) -> tuple[Any, float]:
+        return self.submission.cpu_seconds(function, *args, **kwargs)
 
     def reset(self) -> None:
         """Nothing to forget: objects die with the test, and modules stay imported as in kvlab.testing."""
@@ -196,6 +221,10 @@ class StudentFiles:
         """`student.<module>.<function>(*args)` in a newly started process (see kvlab.testing)."""
         getattr(self, module)  # a missing or broken file fails here with its usual message
         return self._backend.fresh_call(module, function, *args)
+
+    def cpu_seconds(self, function: Any, *args: Any, **kwargs: Any) -> tuple[Any, float]:
+        """(function(*args, **kwargs), CPU seconds it took, measured by the grader; see kvlab.testing)."""
+        return self._backend.cpu_seconds(function, *args, **kwargs)
 
 
 def submitted_file_problem(submitted: Path, expected: str) -> str:

@@ -13,6 +13,7 @@ Shapes: B batch, T0 prompt length, V vocabulary, L layers, Hkv key/value heads, 
 from __future__ import annotations
 
 import functools
+import weakref
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -331,6 +332,101 @@ def count_problem(counts: dict[str, int], T0: int, n_new: int, B: int) -> str | 
     if positions > expected:
         return f"{said}. Some positions go through forward more than once: feed each token exactly once"
     return f"{said}. Some tokens never go through forward"
+
+
+# ----------------------------------------------------------------------------------------------
+# The position budget as work: CPU time that grows linearly with n_new
+
+
+# The position budget, measured as work: a decode that does not use its cache recomputes the whole
+# sequence each step, T0 + i positions at step i, so its CPU time grows with n_new squared (and
+# attention's part with its cube), however it computes its logits (a private copy of the model
+# runs uncounted, but not untimed). A model wide enough that one position's matmuls outweigh a
+# step's fixed costs, and a batch of 8 so that recomputing costs eight times as much while a cached
+# step's fixed costs (in the grader, a few round trips and the weights shipped from the worker:
+# 2-4 ms) stay the same; few steps, so that a cached decode stays far inside a call's time limit.
+# Measured on 2 cores for n = 16, batch 8: a cached decode takes 6.0-6.4x the CPU time for 6n new
+# tokens as for n in the grader (about 0.5 s for 6n; the cache's K/V cross the sandbox each step,
+# hence a little over 6x), about 6x in process; a recomputing one 48-61x in the grader, over 100x
+# in process. The limit sits about 2x above the first and 4x below the second.
+COST_CFG = config_like(TINY, vocab=128, d_model=64, n_layers=2, n_heads=4, n_kv_heads=2, d_head=16, d_ff=256,
+                       max_seq=512, name="tiny-wide")
+COST_BATCH, COST_N_NEW, COST_FACTOR, COST_RATIO_LIMIT = 8, 16, 6, 12.0
+
+
+def timed_decode(student: Any, params: dict[str, np.ndarray], seed: int, n_new: int) -> tuple[float, str | None]:
+    """(CPU seconds, problem) of one counted greedy_decode of one-token prompts on COST_CFG: the
+    seconds of every process it ran in, measured by the grader; the problem if the decode is wrong
+    or sends the wrong count of positions. A new prompt each time: an answer remembered from an
+    earlier call costs nothing."""
+    prompt = prompt_for(COST_CFG, COST_BATCH, 1, seed=seed)
+    (result, counts), seconds = student.cpu_seconds(
+        student.call, "kvlab.counter:run_counted", student.kv_decode.greedy_decode, params, COST_CFG, prompt, n_new
+    )
+    expected_tokens, expected_logits = teacher_forced(params, prompt, n_new, result)
+    return seconds, count_problem(counts, 1, n_new, COST_BATCH) or decode_problem(
+        result, prompt, n_new, expected_tokens, expected_logits, params, COST_CFG
+    )
+
+
+def teacher_forced(params: dict[str, np.ndarray], prompt: np.ndarray, n_new: int,
+                   result: Any) -> tuple[np.ndarray, list[np.ndarray]]:
+    """The reference decode, as decode_problem takes it, from one no-cache forward over the student's
+    tokens [B, T0+n_new] (the reference `generate` would cost as much as the decode this check refuses):
+    each step's logits given the tokens before it, each new token their argmax. Up to the first
+    token the student got wrong this is `generate`'s answer, and decode_problem reports that first
+    divergence. Tokens that are not ids of the right shape get `generate`'s answer (their problem is
+    reported before any value is compared)."""
+    T0 = prompt.shape[1]
+    tokens = result[0] if isinstance(result, (tuple, list)) and len(result) == 2 else None
+    if not (isinstance(tokens, np.ndarray) and tokens.shape == (prompt.shape[0], T0 + n_new)
+            and np.issubdtype(tokens.dtype, np.integer) and np.all((0 <= tokens) & (tokens < COST_CFG.vocab))):
+        return generate(params, COST_CFG, prompt, n_new)
+    logits = forward(params, COST_CFG, tokens[:, :-1])
+    steps = [logits[:, T0 - 1 + i] for i in range(n_new)]
+    expected = np.concatenate([prompt, np.stack([step.argmax(axis=-1) for step in steps], axis=1)], axis=1)
+    return expected, steps
+
+
+def measure_work(student: Any) -> str | None:
+    """Whether greedy_decode's work grows linearly with n_new (see COST_CFG); the message if not."""
+    params = init_params(COST_CFG, seed=7)
+    n, k = COST_N_NEW, COST_FACTOR
+    shorts: list[float] = []
+    longs: list[float] = []
+    # A second try only when the first looks superlinear: one unlucky pause must not cost the points.
+    # The least CPU time of each size is its least disturbed measure.
+    for attempt in range(2):
+        seed = 700 + 2 * attempt
+        for size, times in ((n, shorts), (k * n, longs)):
+            try:
+                seconds, problem = timed_decode(student, params, seed + (size != n), size)
+            except Exception as error:  # a student's exception, or the grader's per-call timeout
+                return f"greedy_decode of {size} new tokens on {describe(COST_CFG)} raised {type(error).__name__}: {error}"
+            if problem:
+                return problem
+            times.append(seconds)
+        ratio = min(longs) / max(min(shorts), 1e-6)
+        if ratio <= COST_RATIO_LIMIT:
+            return None
+    return (
+        f"greedy_decode of {k * n} new tokens took {ratio:.1f} times the CPU time of {n} new tokens on "
+        f"{describe(COST_CFG)}; with the cache the work per step stays nearly constant, so {k} times the tokens "
+        f"costs about {k} times the time (the limit is {COST_RATIO_LIMIT:g}x). Likely cause: each step recomputes "
+        "the whole sequence (with kvlab.model.forward or any other copy of the model) instead of feeding only "
+        "the newest token to forward with the cache"
+    )
+
+
+# One measure per grading, shared by every position-budget test (it takes about a second).
+_WORK: weakref.WeakKeyDictionary[Any, str | None] = weakref.WeakKeyDictionary()
+
+
+def work_problem(student: Any) -> str | None:
+    """measure_work(student), measured by the first position-budget test that asks."""
+    if student not in _WORK:
+        _WORK[student] = measure_work(student)
+    return _WORK[student]
 
 
 # ----------------------------------------------------------------------------------------------

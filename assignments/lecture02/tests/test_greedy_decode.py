@@ -2,7 +2,7 @@
 
 The reference is `kvlab.model.generate`, which recomputes the whole sequence at every step; your
 cached decode must give the same tokens and, within LOGIT_ATOL, the same logits, with exactly
-T0 + n_new - 1 token positions through forward. The grader checks the same rules with the same
+T0 + n_new - 1 token positions through forward, and CPU time that grows linearly with n_new. The grader checks the same rules with the same
 diagnoses (decode_checks.py, in this folder) on other models, prompts and batch sizes.
 """
 from __future__ import annotations
@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from decode_checks import (
-    CONFIGS, FLOAT32_LOGIT_ATOL, count_problem, decode_problem, params_for, prompt_for, tied_params,
+    CONFIGS, FLOAT32_LOGIT_ATOL, count_problem, decode_problem, params_for, prompt_for, tied_params, work_problem,
 )
 from kvlab.model import generate
 
@@ -56,9 +56,11 @@ def test_forward_sees_each_position_once(student: Any, batch: int, prompt_len: i
         "kvlab.counter:run_counted", student.kv_decode.greedy_decode, params, cfg, prompt, n_new
     )
     expected_tokens, expected_logits = generate(params, cfg, prompt, n_new)
+    # And the work must grow linearly with n_new (decode_checks.work_problem: the CPU time of 16
+    # and of 96 new tokens), however the logits are computed.
     problem = count_problem(counts, prompt_len, n_new, batch) or decode_problem(
         result, prompt, n_new, expected_tokens, expected_logits, params, cfg
-    )
+    ) or work_problem(student)
     assert problem is None, problem
 
 

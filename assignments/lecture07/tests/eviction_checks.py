@@ -127,6 +127,20 @@ SLOW_CAUSE = ("Likely cause: evicting costs O(capacity), e.g. min() over every c
               "(OrderedDict) and, for LFU, one recency-ordered group per use count")
 
 
+def guarded_sequence(cache: Any, trace_blocks: list[int], probes: list[list[int]],
+                     asked: list[int]) -> tuple[Any, list[Any], list[Any], Any]:
+    """insert(every block), then match(probe) for each probe, `block in cache` for each asked block,
+    len(cache): (insert's outcome, matches, answers, len), student exceptions kept as values.
+
+    Every answer here depends on the whole insert, so work an insert defers to later calls is done
+    inside this sequence, and timed with it."""
+    inserted = outcome(lambda: cache.insert(trace_blocks))
+    # Lambdas: reading cache.match itself fails once the worker was stopped (a call's time limit).
+    matches = [outcome(lambda probe=probe: cache.match(probe)) for probe in probes]
+    answers = [outcome(lambda block=block: block in cache) for block in asked]
+    return inserted, matches, answers, outcome(lambda: len(cache))
+
+
 @contextmanager
 def time_limit(call: str, seconds: float = TIME_LIMIT_SECONDS) -> Iterator[None]:
     """Turn pytest-timeout's failure inside the block (a limit of `seconds`) into a message naming

@@ -9,7 +9,7 @@ from .errors import ProtocolError, StudentCrash, StudentException, WorkerDied, W
 from .isolation import NoSafeIdentity
 from .limits import Limits
 from .proxy import Proxy
-from .sandbox import Sandbox
+from .sandbox import Sandbox, recording
 
 __all__ = [
     "ColumnCodec",
@@ -23,4 +23,5 @@ __all__ = [
     "StudentException",
     "WorkerDied",
     "WorkerTimeout",
+    "recording",
 ]

@@ -68,18 +68,24 @@ class SandboxConfig:
     checked against their annotations when they come back. `codecs`: column layouts for long lists
     of one of them. `remote`: library functions ("module:function" -> the trusted process's
     callable) that run in the trusted process whenever code in the worker calls them; the worker's
-    copy is replaced by a stand-in before any student code runs. `trusted_calls`: what
-    `Sandbox.call(name, ...)` runs in the trusted process (on proxies of the student's objects)
-    instead of in the worker.
+    copy is replaced by a stand-in before any student code runs. `trusted_packages`: top-level
+    packages (the course library) whose functions `Sandbox.call(name, ...)` runs in the trusted
+    process, its own copy, on proxies of the student's objects. `trusted_calls`: callables that
+    `Sandbox.call` runs here for some names instead (a bounded variant, say). `worker_calls`: names
+    of those packages that `Sandbox.call` runs in the worker nonetheless, for library objects that
+    must live beside the student's (a store the student's code writes into); nothing a verdict
+    needs may come from them. Any other name runs in the worker.
     """
 
     wire_types: tuple[str, ...] = ()
     codecs: tuple[ColumnCodec, ...] = ()
     remote: Mapping[str, Callable[..., Any]] = field(default_factory=dict)
     trusted_calls: Mapping[str, Callable[..., Any]] = field(default_factory=dict)
+    trusted_packages: tuple[str, ...] = ()
+    worker_calls: frozenset[str] = frozenset()
 
     def __post_init__(self) -> None:
-        for name in (*self.wire_types, *self.remote, *self.trusted_calls):
+        for name in (*self.wire_types, *self.remote, *self.trusted_calls, *self.worker_calls):
             check_qualname(name)
         for codec in self.codecs:
             if codec.type not in self.wire_types:
@@ -91,6 +97,11 @@ class SandboxConfig:
         object.__setattr__(self, "trusted_calls", _frozen(self.trusted_calls))
         object.__setattr__(self, "wire_types", tuple(self.wire_types))
         object.__setattr__(self, "codecs", tuple(self.codecs))
+        object.__setattr__(self, "worker_calls", frozenset(self.worker_calls))
+        object.__setattr__(self, "trusted_packages", tuple(self.trusted_packages))
+        for package in self.trusted_packages:
+            if not re.fullmatch(r"[A-Za-z_]\w*", package):
+                raise ValueError(f"not a top-level package name: {package!r}")
 
     def for_worker(self) -> dict[str, Any]:
         """The worker's part, for its init message: names and layouts only."""

@@ -76,6 +76,11 @@ class Proxy:
     def __setitem__(self, key: Any, value: Any) -> None:
         self._sbx("setitem", key, value, label=f"{self._sbx_label}[...] = ...")
 
+    def __assign_into__(self, attribute: str, index: Any, values: Any) -> None:
+        """`getattr(obj, attribute)[index] = values` in the worker, in place (kvlab.paged's seam):
+        `proxy.attribute` alone would be a copy, and writing into it would change nothing there."""
+        self._sbx("assign_into", attribute, index, values, label=f"{self._sbx_label}.{attribute}[...] = ...")
+
     def __iter__(self) -> Iterator[Any]:
         iterator = self._sbx("iter", label=f"iter({self._sbx_label})")
         if not isinstance(iterator, Proxy):

@@ -8,6 +8,8 @@ the trusted process meanwhile, is `exchange.Exchange`; the process and its folde
 """
 from __future__ import annotations
 
+import contextlib
+import importlib
 import os
 import re
 import shutil
@@ -17,7 +19,7 @@ import tempfile
 import time
 import weakref
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Iterator, Sequence
 
 import numpy as np
 
@@ -33,6 +35,35 @@ from .wireformat import TEXT_LIMIT
 
 # Starting includes the interpreter and numpy (a fraction of a second); this only catches hangs.
 START_TIMEOUT = 60.0
+
+# Names the trusted side used on student objects while recording (see `recording`): each entry
+# is (the set collecting them, the type-name prefixes whose objects are not the student's).
+_RECORDS: list[tuple[set[tuple[str, str]], tuple[str, ...]]] = []
+
+
+@contextlib.contextmanager
+def recording(library: tuple[str, ...] = ()) -> Iterator[set[tuple[str, str]]]:
+    """Collect, from every sandbox of this process, what the trusted side uses on student objects:
+    ("attribute", name) for each attribute read or written, ("keyword", name) for each keyword
+    argument of a call into the worker, ("exception", class name) for each student exception raised
+    here. Objects whose type's "module.qualname" starts with one of `library` (the course library's
+    own objects living in the worker) are not the student's and are left out. For the repository's
+    check that every such name is stated to students (tests/test_stated_rules.py); never on while
+    grading a submission."""
+    names: set[tuple[str, str]] = set()
+    entry = (names, tuple(library))
+    _RECORDS.append(entry)
+    try:
+        yield names
+    finally:
+        _RECORDS.remove(entry)
+
+
+def _record(kind: str, name: object, type_name: str = "") -> None:
+    if isinstance(name, str) and not name.startswith("__"):
+        for names, library in _RECORDS:
+            if not (library and type_name.startswith(library)):
+                names.add((kind, name))
 
 
 class Sandbox(Exchange):
@@ -77,6 +108,12 @@ class Sandbox(Exchange):
     ) -> None:
         self.limits = limits
         self.config = config
+        # What fresh() needs to make a sibling: the submitted files as they came, not the home
+        # folder this worker may have written to.
+        self._settings: dict[str, Any] = {
+            "modules_dir": Path(modules_dir), "lib_dirs": list(lib_dirs), "limits": limits, "hide": list(hide),
+            "user": user, "python": python, "bubblewrap": bubblewrap, "config": config,
+        }
         self._callback_depth = 0
         # The real interpreter binary: a venv's bin/ may sit inside a hidden folder.
         self._python = os.path.realpath(shutil.which(python) or python)
@@ -114,6 +151,7 @@ class Sandbox(Exchange):
         self.worker_uid: int = self._plan.uid
         self.last_call_cpu: float | None = None
         self.last_start_seconds: float | None = None
+        self.launches = 0  # workers started so far: a change between two cpu_seconds() readings voids them
         self._generation = 0  # bumped whenever the worker's object table is dropped
         self._seq = 0
         self._output = bytearray()
@@ -134,14 +172,30 @@ class Sandbox(Exchange):
         return Proxy(self, ["M", name], None, name, "module")
 
     def call(self, qualname: str, *args: Any, timeout: float | None = None, **kwargs: Any) -> Any:
-        """Run the library function "package.module:function": here when the config lists it in
-        `trusted_calls` (on proxies of the student's objects), else in the worker beside them."""
+        """Run the library function "package.module:function" on proxies of the student's objects.
+
+        Here, in this process, when the config lists it in `trusted_calls` (that callable) or its
+        package in `trusted_packages` (this process's own copy of the function: the worker's copy,
+        which student code may replace, is never used), unless it is one of the `worker_calls`;
+        otherwise in the worker, beside the student's objects."""
         if not re.fullmatch(QUALNAME, qualname):
             raise ValueError(f'expected "package.module:function", got {qualname!r}')
+        module, _, path = qualname.partition(":")
         trusted = self.config.trusted_calls.get(qualname)
+        if trusted is None and module.split(".")[0] in self.config.trusted_packages \
+                and qualname not in self.config.worker_calls:
+            trusted = importlib.import_module(module)
+            for name in path.split("."):
+                trusted = getattr(trusted, name)
         if trusted is not None:
             return trusted(*args, **kwargs)
         return self._request("call", ["Q", qualname], args, kwargs, f"{qualname}(...)", timeout)
+
+    def fresh(self) -> Sandbox:
+        """A new sandbox with the same settings: a new private folder holding only the submitted
+        files (nothing this sandbox's worker wrote), a new process, the same limits and isolation.
+        The caller closes it."""
+        return Sandbox(**self._settings)
 
     def reset(self) -> None:
         """Between tests: drop the worker's object table and the captured output.
@@ -205,6 +259,12 @@ class Sandbox(Exchange):
         label: str, timeout: float | None = None,
     ) -> Any:
         """One round trip; returns the decoded result or raises what the student's code raised."""
+        if _RECORDS:
+            type_name = target._sbx_type if isinstance(target, Proxy) else ""
+            if op in ("getattr", "setattr", "assign_into"):
+                _record("attribute", args[0], type_name)
+            for key in kwargs:
+                _record("keyword", key, type_name)
         if isinstance(target, Proxy):
             self._check_fresh(target)
             target = target._sbx_target
@@ -243,6 +303,7 @@ class Sandbox(Exchange):
             error.get("module"), error.get("qualname"), error.get("mro"),
         )
         cls = student_exception_class(module, qualname, mro)
+        _record("exception", qualname)
         if cls is StudentCrash:
             raised = f"{qualname}({message})" if message else qualname
             place = f" at {where}" if where else ""
@@ -277,6 +338,7 @@ class Sandbox(Exchange):
         self._home_used = not self._plan.bubblewrap
         self._disk_checked, self._disk_checked_cpu = 0.0, 0.0
         self._seq += 1
+        self.launches += 1
         limits = {
             "cpu_seconds": self.limits.cpu_seconds, "memory_bytes": self.limits.memory_bytes,
             "max_processes": self.limits.max_processes, "file_bytes": self.limits.file_bytes,

@@ -125,6 +125,9 @@ class Worker:
             "contains": lambda container, item: item in container,
             "getitem": operator.getitem,
             "setitem": operator.setitem,
+            # An item of an attribute, written in place (a pool's K array): see Proxy.__assign_into__.
+            "assign_into": lambda obj, attribute, index, values: operator.setitem(
+                getattr(obj, attribute), index, values),
             "iter": iter,
             # str.__str__ turns a str subclass from a student __repr__ into a plain str (by value).
             "repr": lambda obj: str.__str__(repr(obj)),

@@ -8,10 +8,9 @@ import numpy as np
 import pytest
 
 from decode_checks import (
-    CONFIGS, FLOAT32_LOGIT_ATOL, count_problem, decode_problem, params_for, prompt_for, tied_params,
+    CONFIGS, FLOAT32_LOGIT_ATOL, count_problem, decode_problem, params_for, prompt_for, tied_params, work_problem,
 )
 from kvlab.model import generate
-
 
 @pytest.mark.task("greedy_decode", points=2)
 @pytest.mark.parametrize(
@@ -43,12 +42,12 @@ def test_forward_sees_each_position_once(student: Any, batch: int, prompt_len: i
     result, counts = student.call(
         "kvlab.counter:run_counted", student.kv_decode.greedy_decode, params, cfg, prompt, n_new
     )
-    # The decode must also be right: the right count of positions over junk, with the answer taken
-    # from an uncounted copy of the model, earns nothing.
+    # The decode must also be right, and its work grow linearly with n_new: the right count of
+    # positions over junk, with the answer taken from an uncounted copy of the model, earns nothing.
     expected_tokens, expected_logits = generate(params, cfg, prompt, n_new)
     problem = count_problem(counts, prompt_len, n_new, batch) or decode_problem(
         result, prompt, n_new, expected_tokens, expected_logits, params, cfg
-    )
+    ) or work_problem(student)
     assert problem is None, problem
 
 
