@@ -15,7 +15,7 @@ import time
 from typing import Any
 
 from .config import SandboxConfig
-from .errors import ProtocolError, StudentException, WorkerDied, WorkerTimeout, explain_exit
+from .errors import BadValue, ProtocolError, StaleObject, StudentException, WorkerDied, WorkerTimeout, explain_exit
 from .isolation import Plan
 from .limits import Limits
 from .process import DRAIN_BUDGET, PIPE_BYTES, Ending, Resources, WorkerProcess, readable
@@ -34,6 +34,9 @@ class Exchange:
     _wire_types: WireTypes
     _seq: int
     _generation: int
+    # Why each worker stopped for cause (a timeout, a crash, invalid data), by the generation of its
+    # objects: a proxy of that generation used later in the test is the student's failure.
+    _stopped: dict[int, str]
     _callback_depth: int
     _output: bytearray
     _dropped: int
@@ -46,11 +49,19 @@ class Exchange:
             self._check_fresh(value)
             return value._sbx_target
         if isinstance(value, type) and issubclass(value, StudentException):
-            raise TypeError(f"cannot pass the exception class {value.__qualname__} back to student code")
+            # Only the student's process hands out these classes (a test cannot name one otherwise).
+            raise BadValue(f"your code gave the exception class {value.__qualname__} where a value was "
+                           "expected; it cannot be passed back to your code")
         return None
 
     def _check_fresh(self, proxy: Proxy) -> None:
         if proxy._sbx_generation is not None and proxy._sbx_generation != self._generation:
+            why = self._stopped.get(proxy._sbx_generation)
+            if why is not None:
+                raise StaleObject(
+                    f"{proxy._sbx_label} no longer exists: the student's process it lived in was stopped "
+                    f"earlier in this test ({why})"
+                )
             raise ReferenceError(
                 f"{proxy._sbx_label} refers to a student object from before the sandbox was reset "
                 "or its worker restarted"
@@ -214,6 +225,7 @@ class Exchange:
         assert worker is not None
         cpu_after = worker.cpu_seconds()
         self.last_call_cpu = None if None in (cpu_before, cpu_after) else cpu_after - cpu_before
+        self._stopped[self._generation] = f"{label} ran out of time"
         self._discard()
         raise WorkerTimeout(
             f"{label} did not finish within the time limit of {timeout:g} s (wall clock); "
@@ -221,6 +233,7 @@ class Exchange:
         )
 
     def _died(self, label: str, cpu_before: float | None) -> None:
+        self._stopped[self._generation] = f"it ended during {label}"
         ending = self._discard(kill=False)
         # The rusage of a reaped child includes its reaped descendants: under bubblewrap the
         # interpreter, which died first here (that is what closed the reply pipe).
@@ -241,6 +254,7 @@ class Exchange:
     def _protocol_failure(self, detail: str, label: str) -> ProtocolError:
         """Kill the worker (its stream can no longer be trusted) and describe what it sent."""
         if self._res.worker is not None:
+            self._stopped[self._generation] = f"it sent invalid data during {label}"
             self._discard()
         return ProtocolError(
             f"invalid data from the student's process during {label}: {detail}; it was stopped"

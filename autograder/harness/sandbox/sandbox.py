@@ -21,7 +21,14 @@ from typing import Any, Sequence
 
 from . import isolation, process
 from .config import NAME, QUALNAME, SandboxConfig
-from .errors import ProtocolError, StudentCrash, StudentException, student_exception_class
+from .errors import (
+    ProtocolError,
+    StudentCrash,
+    StudentException,
+    WorkerDied,
+    on_student_objects,
+    student_exception_class,
+)
 from .exchange import Exchange
 from .limits import Limits
 from .process import Resources, WorkerProcess
@@ -101,6 +108,7 @@ class Sandbox(Exchange):
         self.last_call_cpu: float | None = None
         self.last_start_seconds: float | None = None
         self._generation = 0  # bumped whenever the worker's object table is dropped
+        self._stopped: dict[int, str] = {}
         self._seq = 0
         self._output = bytearray()
         self._dropped = 0
@@ -123,7 +131,16 @@ class Sandbox(Exchange):
             raise ValueError(f'expected "package.module:function", got {qualname!r}')
         trusted = self.config.trusted_calls.get(qualname)
         if trusted is not None:
-            return trusted(*args, **kwargs)
+            try:
+                return trusted(*args, **kwargs)
+            except StudentException:
+                raise
+            except Exception as exc:
+                # Trusted code failing on the student's objects (what they returned, what they are)
+                # is the student's failure; on trusted inputs only, it stays the grader's.
+                if any(isinstance(v, Proxy) for v in (*args, *kwargs.values())):
+                    raise on_student_objects(exc, qualname) from exc
+                raise
         return self._request("call", ["Q", qualname], args, kwargs, f"{qualname}(...)", timeout)
 
     def reset(self) -> None:

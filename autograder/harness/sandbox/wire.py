@@ -316,7 +316,8 @@ class Decoder:
             if array.ndim != 0:
                 raise ProtocolError("the worker sent a numpy scalar that is not 0-d")
             return array[()]
-        if tag == "C" and len(rest) == 2 and rest[0] in self.wire_types.classes and type(rest[1]) is list:
+        if (tag == "C" and len(rest) == 2 and type(rest[0]) is str and rest[0] in self.wire_types.classes
+                and type(rest[1]) is list):
             return _rebuild(rest[0], dict(self.pair(item, depth) for item in rest[1]), self.wire_types)
         if tag == "R" and len(rest) == 2 and type(rest[0]) is int and rest[0] > 0 and type(rest[1]) is str:
             return self.make_proxy(rest[0], rest[1][:200])
@@ -325,7 +326,7 @@ class Decoder:
                 if type(rest[0]) is not str or len(rest[0]) > 8:
                     raise ValueError
                 dtype = np.dtype(rest[0])
-            except (TypeError, ValueError):
+            except Exception:  # numpy's dtype parser raises SyntaxError for some strings
                 raise ProtocolError(f"the worker sent an unknown dtype {rest[0]!r}") from None
             if dtype.kind not in NUMERIC_KINDS or dtype.fields is not None:
                 raise ProtocolError(f"the worker sent dtype {dtype}")
