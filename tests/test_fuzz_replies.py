@@ -17,7 +17,8 @@ Two suites are graded, under every kind:
   into the trusted `forward`, and a trusted `forward` run on a student cache). In each test the mangler
   rewrites one chosen reply of that test's operation: every test must fail, with a readable message.
 - the reference solution of lecture02 (whose hidden tests send the worker's `forward` calls back as
-  callbacks), with every 11th message rewritten: no fault, valid results.json, every failure readable.
+  callbacks), with every 11th message rewritten, each time in the next of the kinds: no fault, a
+  valid results.json, every failure readable.
 """
 from __future__ import annotations
 
@@ -33,7 +34,9 @@ from typing import Any, Callable
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
-RUN_TIMEOUT = 1200
+RUN_TIMEOUT = 900
+# The real suite is graded once, its rewrites cycling through the kinds.
+MIXED = "mixed"
 # lecture02's reference graded with every EVERY-th message from the worker rewritten.
 EVERY = 11
 
@@ -111,7 +114,7 @@ class Mangler:
         self.seen: dict[str, int] = {}  # op -> messages of it seen in this test
         self.reference = 1
         self.count = 0
-        self.done: list[tuple[str, str]] = []  # (test, op) rewritten
+        self.done: list[tuple[str, str, str]] = []  # (test, op, kind) rewritten
 
     def choose(self, header: dict[str, Any]) -> bool:
         test = os.environ.get("PYTEST_CURRENT_TEST", "").split(" ")[0]
@@ -128,7 +131,8 @@ class Mangler:
             self.count += 1
             chosen = self.count % self.every == 0
         if chosen:
-            self.done.append((test, op))
+            kinds = sorted(KINDS)
+            self.done.append((test, op, kinds[len(self.done) % len(kinds)] if self.kind == MIXED else self.kind))
         else:  # "reference" answers with an object an earlier message named: a real one, the wrong one
             value = _value(header)
             if isinstance(value, list) and len(value) >= 2 and value[0] == "R" and type(value[1]) is int:
@@ -146,7 +150,8 @@ class Mangler:
                 header, blobs = super().message()
                 if not mangler.choose(header):
                     return header, blobs
-                header, raw = KINDS[mangler.kind](dict(header), [bytes(b) for b in blobs], mangler.reference)
+                kind = mangler.done[-1][2]
+                header, raw = KINDS[kind](dict(header), [bytes(b) for b in blobs], mangler.reference)
                 data = _frame(header, raw)
                 reader = wire.Reader()
                 while reader.wanted() and data:
@@ -329,41 +334,53 @@ def fuzzed(tmp_path_factory: pytest.TempPathFactory) -> dict[tuple[str, str], tu
               "lecture02": ("lecture02", REPO / "solutions" / "lecture02", REPO, {})}
     jobs = [{"assignment": assignment, "submission": str(submission), "tests_root": str(tests_root),
              "kind": kind, "targets": suite_targets, "out": str(root / f"{suite}-{kind}.json")}
-            for suite, (assignment, submission, tests_root, suite_targets) in suites.items() for kind in KINDS]
+            for suite, (assignment, submission, tests_root, suite_targets) in suites.items()
+            for kind in (KINDS if suite_targets else [MIXED])]
     (root / "jobs.json").write_text(json.dumps(jobs))
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "KVLAB_"))}
     done = subprocess.run([sys.executable, __file__, str(root / "jobs.json")], cwd=REPO, env=env,
                           capture_output=True, text=True, timeout=RUN_TIMEOUT)
     assert done.returncode == 0, f"the fuzzing run failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
-    out = {}
-    for suite in suites:
-        for kind in KINDS:
-            path = root / f"{suite}-{kind}.json"
-            out[suite, kind] = (json.loads(path.read_text()), json.loads(Path(f"{path}.rewritten").read_text()))
-    return out
+    return {(job["out"].rsplit("/", 1)[-1].split("-", 1)[0], job["kind"]):
+            (json.loads(Path(job["out"]).read_text()), json.loads(Path(job["out"] + ".rewritten").read_text()))
+            for job in jobs}
 
 
-@pytest.mark.parametrize("suite", ["probe", "lecture02"])
-@pytest.mark.parametrize("kind", sorted(KINDS))
-def test_malformed_replies_fail_only_the_test_that_asked(
-    fuzzed: dict[tuple[str, str], tuple[dict[str, Any], list[Any]]], suite: str, kind: str,
-) -> None:
+def check_graded_and_readable(results: dict[str, Any], rewritten: list[Any], what: str) -> dict[str, str]:
+    """The failed tests' outputs, once results.json is valid, graded and every failure readable."""
     from autograder.harness.results import validate
 
-    results, rewritten = fuzzed[suite, kind]
     validate(results)
     assert results["extra_data"]["status"] == "graded", (
-        f"{kind} replies made the grader fail instead of the tests that asked: {results['output'][:500]}"
+        f"{what}: malformed replies made the grader fail instead of the tests that asked: {results['output'][:500]}"
     )
-    assert rewritten, f"no message was rewritten ({kind}, {suite}): the fuzzer tested nothing"
+    assert rewritten, f"{what}: no message was rewritten: the fuzzer tested nothing"
     failed = {t["name"]: t["output"] for t in results["tests"] if t["status"] != "passed"}
     for name, output in failed.items():
         problem = readable_problem(output)
-        assert problem is None, f"{suite}, {kind}: {name}: {problem}:\n{output[:1500]}"
-    if suite != "probe":
-        assert failed, f"{len(rewritten)} messages rewritten ({kind}) and every test passed"
-        return
-    hit = {test.rsplit("::", 1)[-1] for test, _ in rewritten}
+        assert problem is None, f"{what}: {name}: {problem}:\n{output[:1500]}"
+    return failed
+
+
+@pytest.mark.timeout(RUN_TIMEOUT + 60)
+def test_the_reference_under_every_kind_of_malformed_reply(
+    fuzzed: dict[tuple[str, str], tuple[dict[str, Any], list[Any]]],
+) -> None:
+    results, rewritten = fuzzed["lecture02", MIXED]
+    failed = check_graded_and_readable(results, rewritten, "lecture02")
+    assert failed, f"{len(rewritten)} messages rewritten and every test passed"
+    unused = sorted(set(KINDS) - {kind for _, _, kind in rewritten})
+    assert not unused, f"kinds never applied to lecture02's messages: {unused}"
+
+
+@pytest.mark.timeout(RUN_TIMEOUT + 60)
+@pytest.mark.parametrize("kind", sorted(KINDS))
+def test_each_operation_fails_only_the_test_that_asked(
+    fuzzed: dict[tuple[str, str], tuple[dict[str, Any], list[Any]]], kind: str,
+) -> None:
+    results, rewritten = fuzzed["probe", kind]
+    failed = check_graded_and_readable(results, rewritten, f"probe, {kind}")
+    hit = {test.rsplit("::", 1)[-1] for test, _, _ in rewritten}
     missed = sorted(set(PROBES) - hit)
     assert not missed, f"{kind}: the probes {missed} never got the reply they target (change PROBES)"
     passed = sorted(set(PROBES) - set(failed))

@@ -15,12 +15,21 @@ import time
 from typing import Any
 
 from .config import SandboxConfig
-from .errors import BadValue, ProtocolError, StaleObject, StudentException, WorkerDied, WorkerTimeout, explain_exit
+from .errors import (
+    BadValue,
+    ProtocolError,
+    StaleObject,
+    StudentException,
+    TooBig,
+    WorkerDied,
+    WorkerTimeout,
+    explain_exit,
+)
 from .isolation import Plan
 from .limits import Limits
 from .process import DRAIN_BUDGET, PIPE_BYTES, Ending, Resources, WorkerProcess, readable
 from .proxy import Proxy
-from .wire import Decoder, Reader, WireTypes, encode
+from .wire import Decoder, Holding, Reader, WireTypes, encode
 from .wireformat import MAX_CALLBACK_DEPTH, TEXT_LIMIT, frame
 
 
@@ -33,6 +42,7 @@ class Exchange:
     _plan: Plan
     _wire_types: WireTypes
     _seq: int
+    holding: Holding
     _generation: int
     # Why each worker stopped for cause (a timeout, a crash, invalid data), by the generation of its
     # objects: a proxy of that generation used later in the test is the student's failure.
@@ -175,11 +185,13 @@ class Exchange:
             return Proxy(self, ["R", number], generation, f"your {type_name}", type_name)
 
         try:
-            decoder = Decoder(blobs, make_proxy, self._wire_types)
+            decoder = Decoder(blobs, make_proxy, self._wire_types, self.holding)
             decoded_args = [decoder.decode(arg) for arg in args]
             decoded_kwargs = dict(decoder.pair(item, 0) for item in kwargs)
         except ProtocolError as exc:
             raise self._protocol_failure(str(exc), label) from None
+        except TooBig as exc:  # raised in the student's code, which asked with these arguments
+            return frame({"op": "return", "ok": False, "error": {"type": "ValueError", "message": str(exc)}}, [])
         out: list[Any] = []
         if self._callback_depth >= MAX_CALLBACK_DEPTH:
             header: dict[str, Any] = {"op": "return", "ok": False, "error": {

@@ -33,7 +33,7 @@ from .exchange import Exchange
 from .limits import Limits
 from .process import Resources, WorkerProcess
 from .proxy import STOP, Proxy
-from .wire import Decoder, WireTypes, encode
+from .wire import Decoder, Holding, WireTypes, encode
 from .wireformat import TEXT_LIMIT
 
 # Starting includes the interpreter and numpy (a fraction of a second); this only catches hangs.
@@ -109,6 +109,8 @@ class Sandbox(Exchange):
         self.last_start_seconds: float | None = None
         self._generation = 0  # bumped whenever the worker's object table is dropped
         self._stopped: dict[int, str] = {}
+        # What this process holds of the student's replies, bounded per test (wire.Holding).
+        self.holding = Holding()
         self._seq = 0
         self._output = bytearray()
         self._dropped = 0
@@ -158,6 +160,7 @@ class Sandbox(Exchange):
         self._generation += 1
         self._output.clear()
         self._dropped = 0
+        self.holding.new_test()
 
     def restart(self) -> None:
         """Replace the worker with a new process (a new hash seed among other things); proxies die."""
@@ -226,7 +229,7 @@ class Sandbox(Exchange):
             def make_proxy(number: int, type_name: str) -> Proxy:
                 return Proxy(self, ["R", number], generation, label, type_name)
 
-            return Decoder(blobs, make_proxy, self._wire_types).decode(reply["value"])
+            return Decoder(blobs, make_proxy, self._wire_types, self.holding).decode(reply["value"])
         error = reply.get("error")
         if reply.get("ok") is not False or type(error) is not dict:
             raise ProtocolError(f"the worker sent a malformed reply: {str(reply)[:200]}")

@@ -11,12 +11,13 @@ import importlib
 import json
 import types
 import typing
+import weakref
 from typing import Any, Callable
 
 import numpy as np
 
 from .config import ColumnCodec, SandboxConfig
-from .errors import ProtocolError, student_exception_class
+from .errors import ProtocolError, TooBig, student_exception_class
 from .wireformat import (
     HEADER,
     INT_LIST_MIN,
@@ -28,7 +29,52 @@ from .wireformat import (
     save_npy,
 )
 
-__all__ = ["Decoder", "Reader", "WireTypes", "encode"]
+__all__ = ["Decoder", "Holding", "Reader", "WireTypes", "encode"]
+
+# What the trusted process holds at once of the student's replies (issue 8, item 5): arrays decoded
+# and still alive (honest tests: at most 37 MB in all, over a whole test), and plain values decoded
+# during one test, strings and bytes counted by their size (honest tests: at most 200,000).
+HELD_ARRAY_BYTES = 128 << 20
+HELD_PLAIN_ITEMS = 2_000_000
+# A str or bytes costs one item per this many characters or bytes (about an item's own size).
+ITEM_BYTES = 64
+
+
+class Holding:
+    """What the trusted process holds of the student's replies, bounded: live arrays (tracked until
+    the last reference to each goes) and the plain values decoded since `new_test()`. Going over
+    raises TooBig in the test that asked, before the memory is taken."""
+
+    def __init__(self, array_bytes: int = HELD_ARRAY_BYTES, plain_items: int = HELD_PLAIN_ITEMS) -> None:
+        self.array_bytes, self.plain_items = array_bytes, plain_items
+        self.live = 0
+        self.items = 0
+
+    def new_test(self) -> None:
+        self.items = 0
+
+    def take_items(self, count: int) -> None:
+        self.items += count
+        if self.items > self.plain_items:
+            raise TooBig(
+                f"your code's results in this test hold more than {self.plain_items:,} values (lists, "
+                "numbers, text), more than the grader keeps for one test: return numpy arrays, or less"
+            )
+
+    def take_array(self, nbytes: int) -> None:
+        if self.live + nbytes > self.array_bytes:
+            raise TooBig(
+                f"an array of {nbytes >> 20} MB from your code, with the {self.live >> 20} MB of its arrays "
+                f"the test still holds, is more than the {self.array_bytes >> 20} MB the grader keeps at once"
+            )
+
+    def track(self, array: np.ndarray, nbytes: int) -> np.ndarray:
+        self.live += nbytes
+        weakref.finalize(array, self._release, nbytes)
+        return array
+
+    def _release(self, nbytes: int) -> None:
+        self.live -= nbytes
 
 
 class WireTypes:
@@ -280,10 +326,17 @@ class Decoder:
     """Turns trees from the worker into trusted values; `make_proxy(number, type_name)` builds references."""
 
     def __init__(self, blobs: list[memoryview], make_proxy: Callable[[int, str], Any],
-                 wire_types: WireTypes) -> None:
+                 wire_types: WireTypes, holding: Holding | None = None) -> None:
         self.blobs = blobs
         self.make_proxy = make_proxy
         self.wire_types = wire_types
+        self.holding = holding or Holding()
+
+    def array(self, index: Any) -> np.ndarray:
+        """The array in blob `index`, counted as held (TooBig before it is copied out)."""
+        blob = self.blob(index)
+        self.holding.take_array(len(blob))
+        return self.holding.track(_read_array(blob), len(blob))
 
     def blob(self, index: Any) -> memoryview:
         if type(index) is not int or not 0 <= index < len(self.blobs):
@@ -297,20 +350,24 @@ class Decoder:
         if type(tree) is not list or not tree or type(tree[0]) is not str:
             raise ProtocolError(f"the worker sent a malformed value {str(tree)[:80]!r}")
         tag, rest = tree[0], tree[1:]
+        text = len(rest[0]) if tag == "S" and len(rest) == 1 and type(rest[0]) is str else 0
+        self.holding.take_items(1 + text // ITEM_BYTES)
         scalar_types = {"B": bool, "I": int, "F": float, "S": str}
         if tag == "N" and not rest:
             return None
         if tag in scalar_types and len(rest) == 1 and type(rest[0]) is scalar_types[tag]:
             return rest[0]
         if tag == "Y" and len(rest) == 1:
-            return bytes(self.blob(rest[0]))
+            blob = self.blob(rest[0])
+            self.holding.take_items(len(blob) // ITEM_BYTES)
+            return bytes(blob)
         if tag in ("L", "T") and len(rest) == 1 and type(rest[0]) is list:
             items = [self.decode(item, depth + 1) for item in rest[0]]
             return items if tag == "L" else tuple(items)
         if tag == "D" and len(rest) == 1 and type(rest[0]) is list:
             return dict(self.pair(item, depth) for item in rest[0])
         if tag == "A" and len(rest) == 1:
-            return _read_array(self.blob(rest[0]))
+            return self.array(rest[0])
         if tag == "G" and len(rest) == 1:
             array = _read_array(self.blob(rest[0]))
             if array.ndim != 0:
