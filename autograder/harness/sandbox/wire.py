@@ -133,7 +133,12 @@ class Reader:
         self.buffer += chunk
         if self.json_length < 0 and len(self.buffer) == HEADER.size:
             json_length, blob_length = HEADER.unpack(self.buffer)
-            if json_length > MAX_JSON_BYTES or json_length + blob_length > MAX_MESSAGE_BYTES:
+            if json_length > MAX_JSON_BYTES:
+                raise ProtocolError(
+                    f"a result of {json_length / (1 << 20):.1f} MB of plain data (lists, numbers, text), more "
+                    f"than the {MAX_JSON_BYTES >> 20} MB the grader accepts: return large data as numpy arrays"
+                )
+            if json_length + blob_length > MAX_MESSAGE_BYTES:
                 raise ProtocolError(
                     f"the worker announced a {json_length + blob_length}-byte message "
                     f"(limit {MAX_MESSAGE_BYTES} bytes)"
