@@ -15,7 +15,18 @@ like /autograder, `source/run_autograder` run there. For every case:
    KVLAB_TIME_BUDGET, see autograder/harness/run.py);
 5. nothing is left behind: the repository's kvlab, hidden tests and solutions, the venv, the
    layout's source/ are unchanged, no process of the grading remains, nothing the payload planted
-   ever runs, and the reference solution graded next in the same folder gets full marks.
+   ever runs, nothing it wrote in the machine's shared scratch folders (/tmp, /var/tmp, /dev/shm)
+   remains, and the reference solution graded next in the same folder gets full marks;
+6. student code never ran as root.
+
+Every grading runs under a real memory limit of 768 MB for the whole grader (Gradescope's box): a
+memory cgroup v2 when root can make one, else RLIMIT_AS on run_autograder (see `memory_limited`).
+
+The whole suite runs in two modes (the `campaign` fixture's parameter): "bubblewrap" (the grader's
+best isolation) and "gradescope", as Gradescope's Docker grades: bubblewrap disabled
+(KVLAB_NO_BUBBLEWRAP=1), the worker the unprivileged user with file permissions as the only barrier,
+the grader on a venv made as autograder/gradescope/setup.sh makes it (the system python3, in a
+folder every user can read; here its packages are linked from this venv's). Root only.
 
 The cases run in parallel threads (each grading is a separate process tree) from one session
 fixture; each test then checks one case's outcome.
@@ -32,12 +43,14 @@ import hashlib
 import ast
 import json
 import os
+import pwd
 import re
 import shutil
 import signal
 import subprocess
 import sys
 import sysconfig
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -67,6 +80,14 @@ TIME_BUDGET = 30.0
 START_AND_CHECK_SECONDS = 20.0
 # Gradings run at once (threads waiting on processes); each is a python process plus the worker.
 PARALLEL = 3
+# The campaign (every grading, once per session and mode) runs in the setup of the first test that
+# uses it; on a busy 2-core machine it takes minutes, beyond the suite's default per-test timeout.
+CAMPAIGN_TIMEOUT = 1800
+# The whole grader (run_autograder, the runner, the worker) gets this much memory, as on Gradescope.
+GRADER_MEMORY_BYTES = 768 << 20
+MODES = ("bubblewrap", "gradescope")
+# The machine's scratch folders every user may write: nothing a submission leaves there may remain.
+SHARED_SCRATCH = ("/tmp", "/var/tmp", "/dev/shm")
 
 HOSTILE_DIR = Path(__file__).resolve().parent / "hostile"
 # Extra files of a case are stored under this suffix, so that no tool (pytest above all: a conftest.py
@@ -117,6 +138,10 @@ class Case:
     budget: float = TIME_BUDGET
     root_only: str = ""  # why the case cannot run safely or meaningfully without root-level isolation
     writes_grader_files: bool = False  # without an unprivileged worker, must end in a grader fault
+    isolated_says: tuple[str, ...] = ()  # like says, under bubblewrap only (its own network namespace)
+    # Signals every process of the worker's user: in Gradescope's mode (no PID namespace) it is graded
+    # alone, and only with a user of its own (setup.sh's kvlab-sandbox), never the machine's nobody.
+    signals_its_user: bool = False
 
     @property
     def payload(self) -> str:
@@ -162,18 +187,26 @@ CASES = [
     Case("hunting and printing the hidden tests", "no_decode", "read_hidden", says=("HOSTILE environ",),
          root_only="the grading user can read its own files; hiding them needs bubblewrap as root"),
     Case("signals to the grader", "no_decode", "signals", says=("HOSTILE could not signal",),
-         root_only="kill(-1) as the grading user would kill that user's processes, the test run included"),
+         root_only="kill(-1) as the grading user would kill that user's processes, the test run included",
+         signals_its_user=True),
     Case("operation counters gamed in the student's process", "no_decode", "count_gaming"),
     Case("forged count reply on the protocol pipe", "no_decode", "forge_reply"),
     Case("garbage on the protocol pipe at import", "no_decode", "forge_garbage", breaks=True,
          says=("invalid data from the student's process during kv_decode",)),
     # Without root the network is reachable (reported as reduced isolation): the payload gains nothing.
-    Case("network", "no_decode", "network", says=("HOSTILE no connection to 1.1.1.1 53",) if IS_ROOT else ()),
+    Case("network", "no_decode", "network", isolated_says=("HOSTILE no connection to 1.1.1.1 53",) if IS_ROOT else ()),
     Case("odd text everywhere", "no_decode", "odd_text"),
     Case("background thread and endless results", "no_decode", "background_mischief"),
     Case("huge and deeply nested results", "no_decode", "huge_results"),
     Case("forward asked to do far too much", "no_decode", "huge_forward",
          says=("is bigger than the grader runs in one call", "more than the grader runs attention over")),
+    # The trusted process's memory (issue 8, item 5), each graded under the 768 MB limit.
+    Case("no-cache forward of 8,192 positions with tiny heads", "no_decode", "nocache_forward_8k",
+         says=("attention scores",)),
+    Case("large replies held together", "no_decode", "large_replies_held", breaks=True),
+    Case("plain data that parses into far more memory", "no_decode", "json_bomb", breaks=True,
+         says=("MB of plain data",)),
+    Case("files left in the shared scratch folders", "no_decode", "shared_scratch"),
 ]
 CASE_IDS = [re.sub(r"[^\w.]+", "-", case.name).strip("-") for case in CASES]
 
@@ -324,6 +357,81 @@ def sandbox_uid() -> int:
 
 
 SANDBOX_UID = sandbox_uid()
+NOBODY_UID = pwd.getpwnam("nobody").pw_uid if "nobody" in {e.pw_name for e in pwd.getpwall()} else -1
+
+
+# ----- the grader's memory, and Gradescope's mode ---------------------------------------------------
+
+def cgroup_v2_parent() -> Path | None:
+    """A cgroup v2 folder of this process's own in which root can make a child with the memory
+    controller (this process's cgroup, its memory controller delegated), else None."""
+    if not IS_ROOT:
+        return None
+    try:
+        line = next(l for l in Path("/proc/self/cgroup").read_text().splitlines() if l.startswith("0::"))
+        own = Path("/sys/fs/cgroup") / line[3:].lstrip("/")
+        if "memory" not in (own / "cgroup.controllers").read_text().split():
+            return None
+        probe = Path(tempfile.mkdtemp(prefix="kvlab-memory-probe-", dir=own))
+        probe.rmdir()
+    except (OSError, StopIteration):
+        return None
+    return own
+
+
+CGROUP_PARENT = cgroup_v2_parent()
+
+
+def memory_limited(command: list[str], name: str) -> tuple[list[str], Path | None]:
+    """`command` under a real limit of GRADER_MEMORY_BYTES for the whole grading, and the cgroup
+    made for it (None under RLIMIT_AS): a cgroup v2 child (every process of the grading counted
+    together, as in Gradescope's container) when one can be made, else RLIMIT_AS on run_autograder,
+    which the runner inherits (the worker takes its own, lower one)."""
+    if CGROUP_PARENT is not None:
+        group = CGROUP_PARENT / f"kvlab-hostile-{os.getpid()}-{name}"
+        try:
+            group.mkdir()
+            (group / "memory.max").write_text(str(GRADER_MEMORY_BYTES))
+            if (group / "memory.swap.max").exists():
+                (group / "memory.swap.max").write_text("0")
+        except OSError:
+            if group.exists():
+                group.rmdir()
+        else:
+            return ["sh", "-c", 'echo $$ > "$0/cgroup.procs" && exec "$@"', str(group), *command], group
+    return ["sh", "-c", f'ulimit -v {GRADER_MEMORY_BYTES >> 10} && exec "$@"', "sh", *command], None
+
+
+def memory_mechanism() -> str:
+    return "a memory cgroup v2" if CGROUP_PARENT is not None else "RLIMIT_AS on run_autograder"
+
+
+def gradescope_venv() -> Path | None:
+    """A venv as autograder/gradescope/setup.sh makes one (the system python3, in a folder every user
+    can read), its packages linked from this venv's; its python, or None where that cannot be made
+    or the unprivileged user cannot import numpy with it (then the mode is skipped: student code
+    never runs as root)."""
+    system = Path(f"/usr/bin/python{sys.version_info.major}.{sys.version_info.minor}")
+    if not IS_ROOT or not system.exists() or SANDBOX_UID < 0:
+        return None
+    folder = Path(tempfile.mkdtemp(prefix="kvlab-gradescope-venv-"))
+    os.chmod(folder, 0o755)
+    subprocess.run([str(system), "-m", "venv", "--without-pip", str(folder)], check=True, capture_output=True)
+    target = Path(subprocess.run([str(folder / "bin" / "python"), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                                 check=True, capture_output=True, text=True).stdout.strip())
+    for entry in SITE_PACKAGES.iterdir():
+        if not entry.name.startswith("kvlab-hostile-canary") and not (target / entry.name).exists():
+            (target / entry.name).symlink_to(entry)
+    python = folder / "bin" / "python"
+    import pwd
+
+    done = subprocess.run([str(python), "-c", "import numpy, pytest, jsonschema"], user=SANDBOX_UID,
+                          group=pwd.getpwuid(SANDBOX_UID).pw_gid, extra_groups=[], capture_output=True,
+                          cwd="/", check=False)
+    if done.returncode != 0:
+        shutil.rmtree(folder)
+        return None
+    return python
 
 
 # ----- grading ----------------------------------------------------------------------------------------
@@ -334,6 +442,8 @@ class Graded:
     problem: str | None  # why results.json is missing or invalid
     log: str  # run_autograder's stdout and stderr (the staff's log on Gradescope)
     seconds: float
+    memory_peak: int | None = None  # bytes, the whole grading (known under a cgroup only)
+    oom_kills: int = 0  # processes of the grading the kernel killed for memory (cgroup only)
 
 
 @dataclass
@@ -344,6 +454,7 @@ class Outcome:
     stray: list[str]
     planted_ran: list[str]
     submitted: str
+    persisted: list[str]  # what the hostile grading left in the shared scratch folders
 
 
 def make_layout(root: Path, package: Path) -> Path:
@@ -368,7 +479,8 @@ def grade(layout: Path, files: dict[str, str], env: dict[str, str], budget: floa
         (submission / name).write_text(text)
     env = {**env, "AUTOGRADER_ROOT": str(layout), "KVLAB_TIME_BUDGET": str(budget)}
     started = time.monotonic()
-    process = subprocess.Popen([str(layout / "source" / "run_autograder")], cwd=layout, env=env,
+    command, group = memory_limited([str(layout / "source" / "run_autograder")], layout.name)
+    process = subprocess.Popen(command, cwd=layout, env=env,
                                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                start_new_session=True)
     try:
@@ -378,6 +490,7 @@ def grade(layout: Path, files: dict[str, str], env: dict[str, str], budget: floa
         out, _ = process.communicate()
         out += b"\n[test_hostile: run_autograder was killed: it ran far past its budget]\n"
     seconds = time.monotonic() - started
+    memory_peak, oom_kills = release_cgroup(group) if group is not None else (None, 0)
     path = layout / "results" / "results.json"
     results, problem = None, None
     try:
@@ -385,7 +498,24 @@ def grade(layout: Path, files: dict[str, str], env: dict[str, str], budget: floa
         validate(results)
     except Exception as error:  # noqa: BLE001 - any way the file is unusable is the finding
         problem = f"{type(error).__name__}: {str(error)[:500]}"
-    return Graded(results, problem, out.decode(errors="replace"), seconds)
+    return Graded(results, problem, out.decode(errors="replace"), seconds, memory_peak, oom_kills)
+
+
+def release_cgroup(group: Path) -> tuple[int | None, int]:
+    """(peak bytes, OOM kills) of a grading's cgroup, which is then removed (once its processes are)."""
+    peak_file = group / "memory.peak"
+    peak = int(peak_file.read_text()) if peak_file.exists() else None
+    events = dict(line.split() for line in (group / "memory.events").read_text().splitlines())
+    deadline = time.monotonic() + 10.0
+    while True:
+        try:
+            group.rmdir()
+            break
+        except OSError:
+            if time.monotonic() > deadline:
+                break
+            time.sleep(0.1)
+    return peak, int(events.get("oom_kill", 0))
 
 
 def run_case(case: Case, package: Path, base: Path, env: dict[str, str]) -> Outcome:
@@ -400,6 +530,10 @@ def run_case(case: Case, package: Path, base: Path, env: dict[str, str]) -> Outc
     # The next submission in the same folder: the reference solution.
     clean = grade(layout, {"kv_decode.py": SOLUTION.read_text()}, env, TIME_BUDGET)
     after_clean = environment(layout)
+    # Removed here once seen: each case's files carry its layout's name, which no other case has.
+    persisted = [str(p) for folder in SHARED_SCRATCH for p in Path(folder).glob(f"kvlab-hostile-persist-{layout.name}")]
+    for path in persisted:
+        os.unlink(path)
     changed = differences(before, after_hostile)
     for part, paths in differences(after_hostile, after_clean).items():
         changed.setdefault(part + " (after the clean grading)", paths)
@@ -410,11 +544,12 @@ def run_case(case: Case, package: Path, base: Path, env: dict[str, str]) -> Outc
         if not stray or time.monotonic() > deadline:
             break
         time.sleep(0.1)
-    return Outcome(hostile, clean, changed, stray, sorted(os.listdir(marker)), submitted)
+    return Outcome(hostile, clean, changed, stray, sorted(os.listdir(marker)), submitted, persisted)
 
 
 @dataclass
 class Campaign:
+    mode: str
     honest: dict[str, Graded]
     outcomes: dict[str, Outcome]
     sandbox_before: set[int]  # sandbox processes (of other gradings on this machine) before the suite
@@ -423,10 +558,28 @@ class Campaign:
 
 
 @pytest.fixture(scope="session")
-def campaign(tmp_path_factory: pytest.TempPathFactory) -> Campaign:
-    """Every honest part and every case, graded once, in parallel."""
+def gradescope_python() -> Any:
+    """The python of a setup.sh-like venv (see gradescope_venv), removed after the session; None
+    where there is none."""
+    python = gradescope_venv()
+    yield python
+    if python is not None:
+        shutil.rmtree(python.parent.parent)
+
+
+@pytest.fixture(scope="session", params=MODES)
+def campaign(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Campaign:
+    """Every honest part and every case, graded once per mode, in parallel."""
+    mode = request.param
+    mode_env: dict[str, str] = {}
+    if mode == "gradescope":
+        python = request.getfixturevalue("gradescope_python")
+        if python is None:
+            pytest.skip("Gradescope's mode needs root and a system python3 of this version whose venv the "
+                        "unprivileged user can run (student code never runs as root)")
+        mode_env = {"KVLAB_NO_BUBBLEWRAP": "1", "KVLAB_PYTHON": str(python)}
     started = time.monotonic()
-    base = tmp_path_factory.mktemp("hostile")
+    base = tmp_path_factory.mktemp(f"hostile-{mode}")
     package = build(ASSIGNMENT, base / "dist")
     # jsonschema imports rfc3987_syntax when it is installed (the instructor venv has it, the
     # Gradescope image does not): building its grammar costs most of a second per process, twice per
@@ -437,10 +590,12 @@ def campaign(tmp_path_factory: pytest.TempPathFactory) -> Campaign:
     env = {
         **{k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "KVLAB_"))},
         "KVLAB_PYTHON": sys.executable, "KVLAB_CALL_TIMEOUT": str(CALL_TIMEOUT),
-        "PYTHONDONTWRITEBYTECODE": "1", "PYTHONPATH": str(stand_in.parent),
+        "PYTHONDONTWRITEBYTECODE": "1", "PYTHONPATH": str(stand_in.parent), **mode_env,
     }
     sandbox_before = sandbox_processes()
-    runnable = [case for case in CASES if IS_ROOT or not case.root_only]
+    runnable = [case for case in CASES if (IS_ROOT or not case.root_only)
+                and not (mode == "gradescope" and case.signals_its_user and SANDBOX_UID == NOBODY_UID)]
+    alone = [case for case in runnable if mode == "gradescope" and case.signals_its_user]
     # A file anyone may write, among the interpreter's packages: the worker must not be able to
     # write it (the payloads append to every writable file they find there). Root only: the venv
     # belongs to root.
@@ -452,24 +607,28 @@ def campaign(tmp_path_factory: pytest.TempPathFactory) -> Campaign:
         with concurrent.futures.ThreadPoolExecutor(PARALLEL) as pool:
             honest_jobs = {}
             for name, text in HONEST.items():
-                layout = make_layout(base / f"honest-{name}", package)
+                layout = make_layout(base / f"{mode}-honest-{name}", package)
                 honest_jobs[name] = pool.submit(grade, layout, {"kv_decode.py": text}, env, TIME_BUDGET)
-            case_jobs = {case.name: pool.submit(run_case, case, package, base, env) for case in runnable}
+            case_jobs = {case.name: pool.submit(run_case, case, package, base / mode, env)
+                         for case in runnable if case not in alone}
             honest = {name: job.result() for name, job in honest_jobs.items()}
             outcomes = {name: job.result() for name, job in case_jobs.items()}
+        # Without a PID namespace, kill(-1) reaches every process of the worker's user: other gradings too.
+        outcomes.update({case.name: run_case(case, package, base / mode, env) for case in alone})
         canary_text = canary.read_text() if IS_ROOT else "canary\n"
     finally:
         canary.unlink(missing_ok=True)
     assert canary_text == "canary\n", f"a worker wrote into the world-writable canary {canary}: {canary_text!r}"
     seconds = time.monotonic() - started
     # Shown with -s (or -rA): what each grading scored and took.
-    print(f"\nhostile suite: {len(outcomes)} cases graded in {seconds:.1f} s")
+    print(f"\nhostile suite ({mode}, the grader limited by {memory_mechanism()} to "
+          f"{GRADER_MEMORY_BYTES >> 20} MB): {len(outcomes)} cases graded in {seconds:.1f} s")
     for name, graded in honest.items():
         print(f"  honest {name}: score {graded.results and graded.results['score']}, {graded.seconds:.1f} s")
     for name, outcome in outcomes.items():
         score = outcome.hostile.results and outcome.hostile.results["score"]
         print(f"  {name}: score {score}, {outcome.hostile.seconds:.1f} s (+ clean {outcome.clean.seconds:.1f} s)")
-    return Campaign(honest, outcomes, sandbox_before, sandbox_processes(), seconds)
+    return Campaign(mode, honest, outcomes, sandbox_before, sandbox_processes(), seconds)
 
 
 # ----- the checks -------------------------------------------------------------------------------------
@@ -491,6 +650,7 @@ def all_text(results: dict[str, Any]) -> str:
     return "\n".join(strings(results))
 
 
+@pytest.mark.timeout(CAMPAIGN_TIMEOUT)
 @pytest.mark.parametrize("variant", sorted(HONEST))
 def test_honest_parts_grade_as_expected(campaign: Campaign, variant: str) -> None:
     graded = campaign.honest[variant]
@@ -501,10 +661,14 @@ def test_honest_parts_grade_as_expected(campaign: Campaign, variant: str) -> Non
     assert expected[variant](score), f"the honest part {variant} scored {score}"
 
 
+@pytest.mark.timeout(CAMPAIGN_TIMEOUT)
 @pytest.mark.parametrize("case", CASES, ids=CASE_IDS)
 def test_hostile_submission(campaign: Campaign, case: Case) -> None:
     if case.root_only and not IS_ROOT:
         pytest.skip(f"needs root-level isolation: {case.root_only}")
+    if case.name not in campaign.outcomes:
+        pytest.skip("kill(-1) as the machine's shared nobody (no PID namespace in Gradescope's mode) would "
+                    "signal other gradings on this machine; graded only with setup.sh's kvlab-sandbox user")
     outcome = campaign.outcomes[case.name]
     hostile, honest = outcome.hostile, campaign.honest[case.honest].results
     assert honest is not None, f"the honest part {case.honest} was not graded"
@@ -524,6 +688,10 @@ def test_hostile_submission(campaign: Campaign, case: Case) -> None:
         assert "the grader's files changed while the student's code ran" in hostile.log, f"log:\n{log}"
     else:
         assert status == "graded", f"the attack made the grader fail ({results['output']})\n{log}"
+        isolation = "\n".join(results["extra_data"]["isolation"])
+        assert "running as root" not in isolation and (not IS_ROOT or "unprivileged user" in isolation), (
+            f"student code ran without an unprivileged identity:\n{isolation}"
+        )
 
     # (2) no points beyond the honest part's
     assert results["score"] <= honest["score"], (
@@ -541,7 +709,8 @@ def test_hostile_submission(campaign: Campaign, case: Case) -> None:
 
     # the student is told what happened (a grader fault has no per-test results to tell it in)
     outputs = "\n".join(t["output"] for t in results["tests"])
-    for text in case.says if not tamper_detected else ():
+    expected = (*case.says, *(case.isolated_says if campaign.mode == "bubblewrap" else ()))
+    for text in expected if not tamper_detected else ():
         assert text in outputs, f"no test output says {text!r}; outputs include:\n{outputs[:3000]}"
     assert len(json.dumps(results)) < 1_000_000, f"results.json is {len(json.dumps(results))} bytes"
 
@@ -559,6 +728,9 @@ def test_hostile_submission(campaign: Campaign, case: Case) -> None:
         assert not outcome.changed, f"the grading changed its environment: {outcome.changed}"
     assert not outcome.stray, f"processes of this grading outlived it: {outcome.stray}"
     assert not outcome.planted_ran, f"code the payload planted was executed later: {outcome.planted_ran}"
+    assert not outcome.persisted, (
+        f"files the submission wrote in the machine's shared scratch folders outlived its grading: {outcome.persisted}"
+    )
     clean = outcome.clean
     assert clean.results is not None, f"the next submission got no valid results.json: {clean.problem}"
     assert clean.results["extra_data"]["status"] == "graded" and clean.results["score"] == 100, (
@@ -567,6 +739,7 @@ def test_hostile_submission(campaign: Campaign, case: Case) -> None:
     )
 
 
+@pytest.mark.timeout(CAMPAIGN_TIMEOUT)
 def test_no_sandbox_process_outlives_the_suite(campaign: Campaign) -> None:
     """After every grading has ended, no worker and no process of the unprivileged user remains.
 
@@ -588,12 +761,18 @@ def test_no_sandbox_process_outlives_the_suite(campaign: Campaign) -> None:
     assert not left, f"sandbox processes left after the suite: {described}"
 
 
+@pytest.mark.timeout(CAMPAIGN_TIMEOUT)
 def test_suite_isolation_is_what_the_checks_assume(campaign: Campaign) -> None:
-    """As root the worker must be the unprivileged user under bubblewrap (what the cases rely on)."""
+    """As root the worker must be the unprivileged user under bubblewrap (what the cases rely on), or
+    in Gradescope's mode the unprivileged user with file permissions only."""
     graded = campaign.honest["starter"]
-    assert graded.results is not None
+    assert graded.results is not None, f"the starter was not graded: {graded.problem}"
     isolation = "\n".join(graded.results["extra_data"]["isolation"])
-    if IS_ROOT:
+    if campaign.mode == "gradescope":
+        assert "unprivileged user" in isolation and "protected by permissions only" in isolation, (
+            f"Gradescope's mode must run the worker as the unprivileged user without bubblewrap:\n{isolation}"
+        )
+    elif IS_ROOT:
         assert "unprivileged user" in isolation, isolation
         if "private filesystem view (bubblewrap)" not in isolation:
             pytest.skip(f"bubblewrap unavailable here; isolation: {isolation}")

@@ -18,7 +18,10 @@ Two environment variables can lower (never raise) the limits, for tests of the g
 many slow submissions quickly (tests/test_hostile.py): `KVLAB_CALL_TIMEOUT` (seconds per call into
 student code, at most assignment.json's call_timeout_seconds) and `KVLAB_TIME_BUDGET` (seconds for
 the whole run, at most --time-budget). Gradescope sets neither; a value that is not a number of
-seconds is a grader fault.
+seconds is a grader fault. A third, `KVLAB_NO_BUBBLEWRAP=1`, grades as Gradescope's Docker does
+(where bubblewrap cannot start): the worker runs as the unprivileged user with file permissions as
+the only barrier. It never lets student code run as root: a root grader without an unprivileged
+identity that can run the interpreter stops with a grader fault before any student code runs.
 
 Whenever the student's process shares the grader's identity (no unprivileged user: a grader that
 is not root), it could write the grader's own files. The runner then cannot prevent that, but it
@@ -80,6 +83,7 @@ PYTEST_ENV = ("PYTEST_ADDOPTS", "PYTEST_PLUGINS")
 # Lower the per-call timeout and the whole run's budget (see the module docstring).
 CALL_TIMEOUT_ENV = "KVLAB_CALL_TIMEOUT"
 TIME_BUDGET_ENV = "KVLAB_TIME_BUDGET"
+NO_BUBBLEWRAP_ENV = "KVLAB_NO_BUBBLEWRAP"
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -313,7 +317,12 @@ def make_backend(mode: str, assignment: Assignment, modules_dir: Path, lib: Path
     limits = Limits(call_timeout=assignment.call_timeout_seconds)
     sandbox = Sandbox(modules_dir, [stage_library(lib)], limits=limits,
                       hide=hidden_from_student(assignment, private, results_path), user=sandbox_user(),
-                      config=COURSE)
+                      bubblewrap=os.environ.get(NO_BUBBLEWRAP_ENV, "") != "1", config=COURSE)
+    if os.geteuid() == 0 and sandbox.worker_uid == 0:
+        # Its worker has started the interpreter, never the student's files (imported on first use).
+        # Root without bubblewrap would let student code rewrite the interpreter's own files.
+        sandbox.close()
+        raise GraderFault("the grader will not run student code as root: " + "; ".join(sandbox.isolation))
     return SandboxBackend(sandbox)
 
 
