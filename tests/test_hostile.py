@@ -838,6 +838,21 @@ def test_limit_overrides_can_only_lower(monkeypatch: pytest.MonkeyPatch) -> None
     assert lowered_by_env(480.0, CALL_TIMEOUT_ENV, allow_zero=True) == 0.0, "a zero budget is allowed"
 
 
+@pytest.mark.parametrize(("megabytes", "fits"), [(128, True), (1024, False)])
+def test_the_graders_memory_limit_is_real(megabytes: int, fits: bool) -> None:
+    """What the campaign runs under `memory_limited` cannot take more than GRADER_MEMORY_BYTES."""
+    script = f"import numpy; a = numpy.ones({megabytes << 17}); print('allocated', a.nbytes)"
+    command, group = memory_limited([sys.executable, "-c", script], f"probe-{megabytes}")
+    done = subprocess.run(command, capture_output=True, text=True, timeout=120, check=False)
+    if group is not None:
+        release_cgroup(group)
+    allocated = done.returncode == 0 and "allocated" in done.stdout
+    assert allocated == fits, (
+        f"{megabytes} MB under {memory_mechanism()} at {GRADER_MEMORY_BYTES >> 20} MB: "
+        f"{'allocated' if allocated else 'refused'} (exit {done.returncode}, {done.stderr[-300:]!r})"
+    )
+
+
 def test_watch_reports_every_kind_of_change(tmp_path: Path) -> None:
     from autograder.harness.run import Watch
 
