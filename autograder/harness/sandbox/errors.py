@@ -81,9 +81,7 @@ def on_student_objects(error: Exception, what: str) -> BadReply:
         cls = BadReply if base is Exception else type(base.__name__, (BadReply, base), {
             "__module__": "builtins", "__doc__": f"{base.__name__} from trusted code run on student objects."})
         _BLAMED[base] = cls
-    blamed = cls(f"{what} failed on your objects: {type(error).__name__}: {error}")
-    blamed.__cause__ = error
-    return blamed
+    return cls(f"{what} failed on your objects: {type(error).__name__}: {error}")
 
 
 # Exception groups need a list of exceptions to be constructed, so they are never used as a base;
@@ -124,10 +122,7 @@ def student_exception_class(module: str, qualname: str, mro: list[tuple[str, str
             "__doc__": f"Stands for the student's exception class {module}.{qualname}.",
             "student_mro": tuple(f"{m}.{q}" for m, q in mro),
         }
-        try:
-            cls = type(qualname.rsplit(".", 1)[-1], bases, namespace)
-        except TypeError:  # a builtin base whose layout cannot be combined: the plain class
-            cls = type(qualname.rsplit(".", 1)[-1], (StudentException,), namespace)
+        cls = type(qualname.rsplit(".", 1)[-1], bases, namespace)
         _CLASSES[key] = cls
     return cls
 

@@ -139,7 +139,7 @@ class Proxy:
 
 
 def _kind(value: object) -> str:
-    """"a str", "an object reference (your list subclass)": what a value from the worker is, in words."""
+    """What a value from the worker is, in words: "a str", "an object that stays in your process (...)"."""
     if isinstance(value, Proxy):
         return f"an object that stays in your process (a {value._sbx_type}), not plain data"
     name = type(value).__name__

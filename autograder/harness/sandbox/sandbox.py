@@ -55,6 +55,11 @@ class Sandbox(Exchange):
     those objects until the result comes back), so what they compute and record is out of the
     student code's reach; and the library functions `call` runs here (`trusted_calls`).
 
+    Whatever the worker sends is the student's: a reply the trusted side cannot use raises a
+    `StudentException` in the test that asked (`BadReply` for a value of the wrong kind, an object of
+    a worker stopped earlier in the test, or a trusted call failing on the student's objects), and
+    `holding` (`wire.Holding`) bounds what this process keeps of the replies at once.
+
     `isolation` reports, in words, what isolation is in force and what is reduced.
     `last_call_cpu`: CPU seconds the worker spent on the last round trip, read from /proc by this
     process (the student's process cannot fake it); None when unknown. `cpu_seconds()` is the
