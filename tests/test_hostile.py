@@ -88,6 +88,10 @@ GRADER_MEMORY_BYTES = 768 << 20
 MODES = ("bubblewrap", "gradescope")
 # The machine's scratch folders every user may write: nothing a submission leaves there may remain.
 SHARED_SCRATCH = ("/tmp", "/var/tmp", "/dev/shm")
+# This checkout's folders holding solution or hidden-test text: in Gradescope's mode they are made
+# root-only while the campaign runs, as on Gradescope, where that text exists only in /autograder/source
+# (chmod 700 by setup.sh); the checkout itself stays readable (CI's venv may live in it).
+SECRET_FOLDERS = (REPO / "solutions", REPO / "autograder")
 
 HOSTILE_DIR = Path(__file__).resolve().parent / "hostile"
 # Extra files of a case are stored under this suffix, so that no tool (pytest above all: a conftest.py
@@ -142,6 +146,12 @@ class Case:
     # Signals every process of the worker's user: in Gradescope's mode (no PID namespace) it is graded
     # alone, and only with a user of its own (setup.sh's kvlab-sandbox), never the machine's nobody.
     signals_its_user: bool = False
+    # Reads every file it can: in Gradescope's mode, graded only where no other copy of the course's
+    # solutions is readable by the worker's user (another checkout on a shared machine).
+    hunts_files: bool = False
+    # Writes the machine's shared scratch folders: in Gradescope's mode the grader can clean them only
+    # for a user of its own (setup.sh's kvlab-sandbox), never the machine's shared nobody.
+    writes_scratch: bool = False
 
     @property
     def payload(self) -> str:
@@ -185,7 +195,8 @@ CASES = [
          says=("student code raised KeyboardInterrupt",)),
     Case("SystemExit from a call", "no_decode", "system_exit_in_call", says=("student code raised SystemExit",)),
     Case("hunting and printing the hidden tests", "no_decode", "read_hidden", says=("HOSTILE environ",),
-         root_only="the grading user can read its own files; hiding them needs bubblewrap as root"),
+         root_only="the grading user can read its own files; hiding them needs bubblewrap as root",
+         hunts_files=True),
     Case("signals to the grader", "no_decode", "signals", says=("HOSTILE could not signal",),
          root_only="kill(-1) as the grading user would kill that user's processes, the test run included",
          signals_its_user=True),
@@ -207,7 +218,7 @@ CASES = [
          says=("the grader keeps at once",)),
     Case("plain data that parses into far more memory", "no_decode", "json_bomb", breaks=True,
          says=("MB of plain data",)),
-    Case("files left in the shared scratch folders", "no_decode", "shared_scratch"),
+    Case("files left in the shared scratch folders", "no_decode", "shared_scratch", writes_scratch=True),
 ]
 CASE_IDS = [re.sub(r"[^\w.]+", "-", case.name).strip("-") for case in CASES]
 
@@ -403,6 +414,16 @@ def memory_limited(command: list[str], name: str) -> tuple[list[str], Path | Non
     return ["sh", "-c", f'ulimit -v {GRADER_MEMORY_BYTES >> 10} && exec "$@"', "sh", *command], None
 
 
+def solutions_readable_elsewhere() -> list[str]:
+    """Folders named solutions, outside this checkout, that the worker's user can list (what a
+    Gradescope image never has: another checkout of the course on a shared machine)."""
+    done = subprocess.run(["find", "/", "-maxdepth", "4", "(", "-path", "/proc", "-o", "-path", "/sys", ")",
+                           "-prune", "-o", "-type", "d", "-name", "solutions", "-print"],
+                          user=SANDBOX_UID, group=pwd.getpwuid(SANDBOX_UID).pw_gid, extra_groups=[],
+                          capture_output=True, text=True, cwd="/", timeout=120, check=False)
+    return sorted(p for p in done.stdout.split() if not Path(p).is_relative_to(REPO))
+
+
 def memory_mechanism() -> str:
     return "a memory cgroup v2" if CGROUP_PARENT is not None else "RLIMIT_AS on run_autograder"
 
@@ -556,6 +577,7 @@ class Campaign:
     sandbox_before: set[int]  # sandbox processes (of other gradings on this machine) before the suite
     sandbox_after: set[int]  # and right after its last grading
     seconds: float
+    solutions_elsewhere: list[str]  # readable by the worker's user outside this checkout (see hunts_files)
 
 
 @pytest.fixture(scope="session")
@@ -573,12 +595,18 @@ def campaign(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFa
     """Every honest part and every case, graded once per mode, in parallel."""
     mode = request.param
     mode_env: dict[str, str] = {}
+    secret_modes = {folder: folder.stat().st_mode for folder in SECRET_FOLDERS}
+    elsewhere: list[str] = []
     if mode == "gradescope":
         python = request.getfixturevalue("gradescope_python")
         if python is None:
             pytest.skip("Gradescope's mode needs root and a system python3 of this version whose venv the "
                         "unprivileged user can run (student code never runs as root)")
         mode_env = {"KVLAB_NO_BUBBLEWRAP": "1", "KVLAB_PYTHON": str(python)}
+        for folder in SECRET_FOLDERS:
+            os.chmod(folder, 0o700)
+        request.addfinalizer(lambda: [os.chmod(f, m) for f, m in secret_modes.items()])
+        elsewhere = solutions_readable_elsewhere()
     started = time.monotonic()
     base = tmp_path_factory.mktemp(f"hostile-{mode}")
     package = build(ASSIGNMENT, base / "dist")
@@ -595,7 +623,8 @@ def campaign(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFa
     }
     sandbox_before = sandbox_processes()
     runnable = [case for case in CASES if (IS_ROOT or not case.root_only)
-                and not (mode == "gradescope" and case.signals_its_user and SANDBOX_UID == NOBODY_UID)]
+                and not (mode == "gradescope" and case.signals_its_user and SANDBOX_UID == NOBODY_UID)
+                and not (case.hunts_files and elsewhere)]
     alone = [case for case in runnable if mode == "gradescope" and case.signals_its_user]
     # A file anyone may write, among the interpreter's packages: the worker must not be able to
     # write it (the payloads append to every writable file they find there). Root only: the venv
@@ -629,7 +658,7 @@ def campaign(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFa
     for name, outcome in outcomes.items():
         score = outcome.hostile.results and outcome.hostile.results["score"]
         print(f"  {name}: score {score}, {outcome.hostile.seconds:.1f} s (+ clean {outcome.clean.seconds:.1f} s)")
-    return Campaign(mode, honest, outcomes, sandbox_before, sandbox_processes(), seconds)
+    return Campaign(mode, honest, outcomes, sandbox_before, sandbox_processes(), seconds, elsewhere)
 
 
 # ----- the checks -------------------------------------------------------------------------------------
@@ -667,6 +696,12 @@ def test_honest_parts_grade_as_expected(campaign: Campaign, variant: str) -> Non
 def test_hostile_submission(campaign: Campaign, case: Case) -> None:
     if case.root_only and not IS_ROOT:
         pytest.skip(f"needs root-level isolation: {case.root_only}")
+    if case.hunts_files and campaign.solutions_elsewhere:
+        pytest.skip(f"in Gradescope's mode the worker's user can read other copies of the solutions on this "
+                    f"machine ({', '.join(campaign.solutions_elsewhere[:3])}), which no Gradescope image has")
+    if case.writes_scratch and campaign.mode == "gradescope" and SANDBOX_UID == NOBODY_UID:
+        pytest.skip("in Gradescope's mode the grader cleans the shared scratch folders only for its own user "
+                    "kvlab-sandbox (setup.sh and .ci/run create it), not for this machine's shared nobody")
     if case.name not in campaign.outcomes:
         pytest.skip("kill(-1) as the machine's shared nobody (no PID namespace in Gradescope's mode) would "
                     "signal other gradings on this machine; graded only with setup.sh's kvlab-sandbox user")
