@@ -233,6 +233,13 @@ CASES = [
     Case("uncounted model from the library's source text", "no_cache", "private_model_pasted", says=(WORK_GROWS,)),
     Case("uncounted model re-imported under its own name", "no_cache", "private_model_reimported",
          says=(WORK_GROWS,)),
+    # The trusted process's memory (issue 8, item 5).
+    Case("no-cache forward of 8,192 positions with tiny heads", "no_decode", "nocache_forward_8k",
+         says=("attention scores",)),
+    Case("large replies held together", "no_decode", "large_replies_held", breaks=True,
+         says=("the grader keeps at once",)),
+    Case("plain data that parses into far more memory", "no_decode", "json_bomb", breaks=True,
+         says=("MB of plain data",)),
 ]
 # Gradescope's Docker: no bubblewrap, the unprivileged user and file permissions only (issue 8). Every
 # case is graded that way too, with the same expectations, except these (folder: why not here).

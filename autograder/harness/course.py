@@ -22,12 +22,14 @@ from typing import Any
 import numpy as np
 
 import kvlab.model
-from autograder.harness.sandbox import ColumnCodec, SandboxConfig
+from autograder.harness.sandbox import BadValue, ColumnCodec, SandboxConfig, TooBig
 
 # Bounds on one forward call run in the trusted process for student code: far above what a test
 # needs (a few hundred positions of a tiny model), far below what would exhaust the grader's memory
 # (Gradescope's box has 768 MB): positions B*T per call, and floats in the largest intermediate
-# (activations B*T*width, attention scores B*H*T*S).
+# (activations B*T*width, attention scores B*H*T*S; 4M floats are 32 MB, and attention keeps about
+# four arrays of that size at once). Without a cache S = T, so the scores grow with the square of
+# the positions: 8,192 positions of a one-head model would be 512 MB each.
 MAX_FORWARD_POSITIONS = 1 << 13
 MAX_FORWARD_FLOATS = 1 << 22
 
@@ -50,8 +52,8 @@ class _BoundedCache:
             return returned  # forward's own check says what is wrong with it
         K, V = np.asarray(K), np.asarray(V)
         if K.ndim == 4 and self._queries * K.shape[1] > MAX_FORWARD_FLOATS:
-            raise ValueError(f"cache.update(layer={layer}) returned {K.shape[1]} positions, more than the "
-                             f"grader runs attention over in one call")
+            raise TooBig(f"cache.update(layer={layer}) returned {K.shape[1]} positions, more than the "
+                         f"grader runs attention over in one call")
         return K, V
 
     def advance(self, n: int) -> Any:
@@ -62,17 +64,25 @@ def bounded_forward(params: Any, cfg: Any, tokens: Any, cache: Any = None, pos0:
                     last_only: bool = False) -> np.ndarray:
     """kvlab.model.forward, refusing (ValueError) calls too big for the grader's process to run."""
     if not isinstance(cfg, kvlab.model.Config):
-        raise TypeError(f"cfg must be a kvlab.model.Config, got {type(cfg).__name__}")
-    tokens = np.asarray(tokens)
+        raise BadValue(f"cfg must be a kvlab.model.Config, got {type(cfg).__name__}")
+    try:
+        tokens = np.asarray(tokens)
+    except (TypeError, ValueError) as exc:
+        raise BadValue(f"tokens must be an array of token ids: {exc}") from None
     widest = max(cfg.d_model, cfg.d_ff, cfg.vocab, cfg.n_heads * cfg.d_head)
     if not isinstance(params, dict) or not all(isinstance(a, np.ndarray) for a in params.values()):
-        raise TypeError("params must be a dict of numpy arrays (as init_params makes)")
+        raise BadValue("params must be a dict of numpy arrays (as init_params makes)")
     too_wide = [name for name, a in params.items() if any(n > widest for n in a.shape)]
     if too_wide:
-        raise ValueError(f"params {too_wide[0]!r} has shape {params[too_wide[0]].shape}, wider than {cfg.name} allows")
-    positions = tokens.size if tokens.ndim == 2 else 0
+        raise TooBig(f"params {too_wide[0]!r} has shape {params[too_wide[0]].shape}, wider than {cfg.name} allows")
+    batch, length = tokens.shape if tokens.ndim == 2 else (0, 0)
+    positions = batch * length
     if positions > MAX_FORWARD_POSITIONS or positions * widest > MAX_FORWARD_FLOATS:
-        raise ValueError(f"forward on {tokens.shape} tokens of {cfg.name} is bigger than the grader runs in one call")
+        raise TooBig(f"forward on {tokens.shape} tokens of {cfg.name} is bigger than the grader runs in one call")
+    if cache is None and batch * cfg.n_heads * length * length > MAX_FORWARD_FLOATS:
+        raise TooBig(f"forward on {tokens.shape} tokens of {cfg.name} without a cache would compute "
+                     f"{batch * cfg.n_heads * length * length:,} attention scores (batch x heads x positions "
+                     f"x positions), more than the grader runs attention over in one call: decode with a cache")
     if cache is not None and tokens.ndim == 2:
         cache = _BoundedCache(cache, tokens.shape[0], tokens.shape[1], cfg.n_heads)
     return kvlab.model.forward(params, cfg, tokens, cache=cache, pos0=pos0, last_only=last_only)

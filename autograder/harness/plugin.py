@@ -12,8 +12,13 @@ It gives the public and hidden tests the same `student` fixture and `task` marke
   traceback of test code.
 
 Anything that is the grader's fault rather than the student's (a hidden test that does not
-import, a test of an unknown task, points that do not add up to assignment.json's, a skipped test)
-is recorded as a fault: the runner then writes a "contact the staff" result instead of a score.
+import, a test of an unknown task, points that do not add up to assignment.json's, a skipped test,
+harness code failing on trusted inputs) is recorded as a fault: the runner then writes a "contact
+the staff" result instead of a score. Whatever the student's process sends is the student's: the
+sandbox turns every reply it cannot use (invalid data, a value of the wrong kind, an object of a
+process stopped earlier in the test, trusted code failing on the student's objects) into a
+`StudentException` (`WorkerDied`, `ProtocolError`, `BadReply`, ...), which fails the test that
+asked with a message about the student's code; the run goes on (tests/test_fuzz_replies.py).
 """
 from __future__ import annotations
 
@@ -33,6 +38,7 @@ import pytest
 from autograder.harness.assignment import Assignment
 from autograder.harness.results import MAX_MESSAGE_CHARS, GradedTest, truncate, with_captured_output
 from autograder.harness.sandbox import (
+    BadReply,
     ProtocolError,
     Sandbox,
     StudentCrash,
@@ -43,8 +49,9 @@ from autograder.harness.sandbox import (
 from kvlab.testing import Submission, SubmissionError, missing_file_message, task_of
 
 
-# The worker stopped (or was stopped): their messages say why, in words, with no traceback.
-STOPPED = (WorkerTimeout, WorkerDied, StudentCrash, ProtocolError)
+# The worker stopped (or was stopped), or gave what the operation does not promise: their messages
+# say why, in words, with no traceback.
+STOPPED = (WorkerTimeout, WorkerDied, StudentCrash, ProtocolError, BadReply)
 
 class GraderFault(Exception):
     """Something the grader or its tests got wrong: never reported as the student's failure."""
@@ -386,7 +393,8 @@ class Grading:
             return raised_heading(error) + student_exception_text(error) + self.memory_note(error)
         if raised_in(excinfo, HARNESS_DIR):
             # The grader's own code refused what a test asked (a value the sandbox cannot carry, a
-            # proxy kept past a reset): a bug in the test, not in the submission.
+            # proxy kept past a reset): a bug in the test, not in the submission. What the student's
+            # process sent never ends here: the sandbox raises a StudentException for it (above).
             raise GraderFault(f"the grader raised {type(error).__name__}: {error}")
         if self.backend.in_process:
             student_side = self.in_process_student_traceback(excinfo)

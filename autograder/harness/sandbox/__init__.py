@@ -5,13 +5,25 @@ worker; see `sandbox.Sandbox` for the API, `config.SandboxConfig` for what a cou
 sandbox itself names no course), and `isolation` for what is enforced where.
 """
 from .config import ColumnCodec, SandboxConfig
-from .errors import ProtocolError, StudentCrash, StudentException, WorkerDied, WorkerTimeout
+from .errors import (
+    BadReply,
+    BadValue,
+    ProtocolError,
+    StaleObject,
+    StudentCrash,
+    StudentException,
+    TooBig,
+    WorkerDied,
+    WorkerTimeout,
+)
 from .isolation import NoSafeIdentity
 from .limits import Limits
 from .proxy import Proxy
 from .sandbox import Sandbox, recording
 
 __all__ = [
+    "BadReply",
+    "BadValue",
     "ColumnCodec",
     "Limits",
     "NoSafeIdentity",
@@ -19,8 +31,10 @@ __all__ = [
     "Proxy",
     "Sandbox",
     "SandboxConfig",
+    "StaleObject",
     "StudentCrash",
     "StudentException",
+    "TooBig",
     "WorkerDied",
     "WorkerTimeout",
     "recording",

@@ -45,8 +45,48 @@ class ProtocolError(StudentException):
     """The worker sent data that failed validation; it was killed."""
 
 
-# Exception groups need a list of exceptions to be constructed, so they are never used as a base.
-_UNUSABLE_BASES = {"BaseExceptionGroup", "ExceptionGroup"}
+class BadReply(StudentException):
+    """What the student's process gave is not what the operation promises, found on the trusted
+    side: the test that asked fails with this message (about the student's code, no traceback),
+    and grading goes on. Never a grader fault: the student's process chose what it sent."""
+
+
+class BadValue(BadReply, TypeError):
+    """A value of the wrong kind: `numpy.asarray` of a student object giving an int, `len` giving
+    a str, a reference where plain data was promised."""
+
+
+class StaleObject(BadReply, ReferenceError):
+    """A student object from a worker that was stopped earlier in the test (a timeout, a crash,
+    invalid data): it died with that process."""
+
+
+class TooBig(BadReply, ValueError):
+    """The student's objects asked the trusted process to compute or hold more than it does for
+    one test (a forward pass too big, replies too large held together)."""
+
+
+_BLAMED: dict[type, type] = {}
+
+
+def on_student_objects(error: Exception, what: str) -> BadReply:
+    """`error`, raised by trusted code run on the student's objects (`what`: "kvlab.model:forward"),
+    as a BadReply that still derives from its first builtin class (so `pytest.raises(ValueError)`
+    around such a call keeps working)."""
+    if isinstance(error, BadReply):
+        return error
+    base = next((c for c in type(error).__mro__ if getattr(builtins, c.__name__, None) is c), Exception)
+    cls = _BLAMED.get(base)
+    if cls is None:
+        cls = BadReply if base is Exception else type(base.__name__, (BadReply, base), {
+            "__module__": "builtins", "__doc__": f"{base.__name__} from trusted code run on student objects."})
+        _BLAMED[base] = cls
+    return cls(f"{what} failed on your objects: {type(error).__name__}: {error}")
+
+
+# Exception groups need a list of exceptions to be constructed, so they are never used as a base;
+# StopIteration would end the trusted side's own loops and generators (a proxy's iteration) silently.
+_UNUSABLE_BASES = {"BaseExceptionGroup", "ExceptionGroup", "StopIteration", "StopAsyncIteration"}
 _CLASSES: dict[tuple[str, str, type], type] = {}
 
 

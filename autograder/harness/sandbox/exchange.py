@@ -15,7 +15,16 @@ import time
 from typing import Any
 
 from .config import SandboxConfig
-from .errors import ProtocolError, StudentException, WorkerDied, WorkerTimeout, explain_exit
+from .errors import (
+    BadValue,
+    ProtocolError,
+    StaleObject,
+    StudentException,
+    TooBig,
+    WorkerDied,
+    WorkerTimeout,
+    explain_exit,
+)
 from .isolation import Plan
 from .limits import Limits
 from .process import (
@@ -28,7 +37,7 @@ from .process import (
     readable,
 )
 from .proxy import Proxy
-from .wire import Decoder, Reader, WireTypes, encode
+from .wire import Decoder, Holding, Reader, WireTypes, encode
 from .wireformat import MAX_CALLBACK_DEPTH, TEXT_LIMIT, frame
 
 # How often a long request checks the worker's CPU time (and, at most every DISK_CHECK_SECONDS, its
@@ -47,7 +56,11 @@ class Exchange:
     _plan: Plan
     _wire_types: WireTypes
     _seq: int
+    holding: Holding
     _generation: int
+    # Why each worker stopped for cause (a timeout, a crash, invalid data), by the generation of its
+    # objects: a proxy of that generation used later in the test is the student's failure.
+    _stopped: dict[int, str]
     _callback_depth: int
     _output: bytearray
     _dropped: int
@@ -63,11 +76,19 @@ class Exchange:
             self._check_fresh(value)
             return value._sbx_target
         if isinstance(value, type) and issubclass(value, StudentException):
-            raise TypeError(f"cannot pass the exception class {value.__qualname__} back to student code")
+            # Only the student's process hands out these classes (a test cannot name one otherwise).
+            raise BadValue(f"your code gave the exception class {value.__qualname__} where a value was "
+                           "expected; it cannot be passed back to your code")
         return None
 
     def _check_fresh(self, proxy: Proxy) -> None:
         if proxy._sbx_generation is not None and proxy._sbx_generation != self._generation:
+            why = self._stopped.get(proxy._sbx_generation)
+            if why is not None:
+                raise StaleObject(
+                    f"{proxy._sbx_label} no longer exists: the student's process it lived in was stopped "
+                    f"earlier in this test ({why})"
+                )
             raise ReferenceError(
                 f"{proxy._sbx_label} refers to a student object from before the sandbox was reset "
                 "or its worker restarted"
@@ -196,11 +217,13 @@ class Exchange:
             return Proxy(self, ["R", number], generation, f"your {type_name}", type_name)
 
         try:
-            decoder = Decoder(blobs, make_proxy, self._wire_types)
+            decoder = Decoder(blobs, make_proxy, self._wire_types, self.holding)
             decoded_args = [decoder.decode(arg) for arg in args]
             decoded_kwargs = dict(decoder.pair(item, 0) for item in kwargs)
         except ProtocolError as exc:
             raise self._protocol_failure(str(exc), label) from None
+        except TooBig as exc:  # raised in the student's code, which asked with these arguments
+            return frame({"op": "return", "ok": False, "error": {"type": "ValueError", "message": str(exc)}}, [])
         out: list[Any] = []
         if self._callback_depth >= MAX_CALLBACK_DEPTH:
             header: dict[str, Any] = {"op": "return", "ok": False, "error": {
@@ -305,6 +328,7 @@ class Exchange:
         assert worker is not None
         cpu_after = worker.cpu_seconds()
         self.last_call_cpu = None if None in (cpu_before, cpu_after) else cpu_after - cpu_before
+        self._stopped[self._generation] = f"{label} ran out of time"
         self._discard()
         if wall is None:
             why = f"did not finish within the time limit of {timeout:g} s of CPU time"
@@ -316,6 +340,7 @@ class Exchange:
         raise WorkerTimeout(f"{label} {why}; the student's process was stopped and will be restarted")
 
     def _died(self, label: str, cpu_before: float | None) -> None:
+        self._stopped[self._generation] = f"it ended during {label}"
         ending = self._discard(kill=False)
         # The rusage of a reaped child includes its reaped descendants: under bubblewrap the
         # interpreter, which died first here (that is what closed the reply pipe).
@@ -336,6 +361,7 @@ class Exchange:
     def _protocol_failure(self, detail: str, label: str) -> ProtocolError:
         """Kill the worker (its stream can no longer be trusted) and describe what it sent."""
         if self._res.worker is not None:
+            self._stopped[self._generation] = f"it sent invalid data during {label}"
             self._discard()
         return ProtocolError(
             f"invalid data from the student's process during {label}: {detail}; it was stopped"

@@ -6,7 +6,7 @@ from typing import Any, Iterator, Protocol
 
 import numpy as np
 
-from .errors import ProtocolError, StudentException, WorkerTimeout
+from .errors import BadValue, ProtocolError, StudentException, WorkerTimeout
 from .limits import Limits
 from .wireformat import TEXT_LIMIT
 
@@ -62,7 +62,10 @@ class Proxy:
         return self._sbx("call", *args, label=f"{self._sbx_label}(...)", **kwargs)
 
     def __len__(self) -> int:
-        return self._sbx("len", label=f"len({self._sbx_label})")
+        length = self._sbx("len", label=f"len({self._sbx_label})")
+        if type(length) is not int or length < 0:
+            raise BadValue(f"len() of {self._sbx_label} gave {_kind(length)}, not a non-negative int")
+        return length
 
     def __bool__(self) -> bool:
         return self._sbx("bool", label=f"bool({self._sbx_label})") is True
@@ -111,8 +114,13 @@ class Proxy:
         # object whose every item is itself costs exponentially many).
         array = self._sbx("array", label=f"numpy.asarray({self._sbx_label})")
         if not isinstance(array, np.ndarray):
-            raise TypeError(f"numpy.asarray({self._sbx_label}) did not give a numeric array")
-        return array if dtype is None else array.astype(dtype)
+            raise BadValue(f"{self._sbx_label} gave something that is not an array: numpy.asarray of it "
+                           f"gave {_kind(array)}, not a numeric array")
+        try:
+            return array if dtype is None else array.astype(dtype)
+        except (TypeError, ValueError) as exc:
+            raise BadValue(f"{self._sbx_label} gave an array of dtype {array.dtype}, which does not convert "
+                           f"to {dtype}: {exc}") from None
 
     def __str__(self) -> str:
         text = self._sbx("str", label=f"str({self._sbx_label})")
@@ -140,3 +148,11 @@ class Proxy:
 
     def _sbx_key(self) -> tuple[int, tuple[Any, ...], int | None]:
         return id(self._sbx_box), tuple(self._sbx_target), self._sbx_generation
+
+
+def _kind(value: object) -> str:
+    """What a value from the worker is, in words: "a str", "an object that stays in your process (...)"."""
+    if isinstance(value, Proxy):
+        return f"an object that stays in your process (a {value._sbx_type}), not plain data"
+    name = type(value).__name__
+    return f"{'an' if name[:1] in 'aeiou' else 'a'} {name}"

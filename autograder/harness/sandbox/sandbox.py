@@ -25,12 +25,19 @@ import numpy as np
 
 from . import isolation, process
 from .config import NAME, QUALNAME, SandboxConfig
-from .errors import ProtocolError, StudentCrash, StudentException, WorkerDied, student_exception_class
+from .errors import (
+    ProtocolError,
+    StudentCrash,
+    StudentException,
+    WorkerDied,
+    on_student_objects,
+    student_exception_class,
+)
 from .exchange import Exchange
 from .limits import Limits
 from .process import Resources, WorkerProcess
 from .proxy import STOP, Proxy
-from .wire import Decoder, WireTypes, encode
+from .wire import Decoder, Holding, WireTypes, encode
 from .wireformat import TEXT_LIMIT
 
 # Starting includes the interpreter and numpy (a fraction of a second); this only catches hangs.
@@ -85,6 +92,11 @@ class Sandbox(Exchange):
     arguments, plain data by value and other objects as references, and serves requests about
     those objects until the result comes back), so what they compute and record is out of the
     student code's reach; and the library functions `call` runs here (`trusted_calls`).
+
+    Whatever the worker sends is the student's: a reply the trusted side cannot use raises a
+    `StudentException` in the test that asked (`BadReply` for a value of the wrong kind, an object of
+    a worker stopped earlier in the test, or a trusted call failing on the student's objects), and
+    `holding` (`wire.Holding`) bounds what this process keeps of the replies at once.
 
     `isolation` reports, in words, what isolation is in force and what is reduced.
     `last_call_cpu`: CPU seconds the worker spent on the last round trip, read from /proc by this
@@ -153,6 +165,9 @@ class Sandbox(Exchange):
         self.last_start_seconds: float | None = None
         self.launches = 0  # workers started so far: a change between two cpu_seconds() readings voids them
         self._generation = 0  # bumped whenever the worker's object table is dropped
+        self._stopped: dict[int, str] = {}
+        # What this process holds of the student's replies, bounded per test (wire.Holding).
+        self.holding = Holding()
         self._seq = 0
         self._output = bytearray()
         self._dropped = 0
@@ -188,7 +203,16 @@ class Sandbox(Exchange):
             for name in path.split("."):
                 trusted = getattr(trusted, name)
         if trusted is not None:
-            return trusted(*args, **kwargs)
+            try:
+                return trusted(*args, **kwargs)
+            except StudentException:
+                raise
+            except Exception as exc:
+                # Trusted code failing on the student's objects (what they returned, what they are)
+                # is the student's failure; on trusted inputs only, it stays the grader's.
+                if any(isinstance(v, Proxy) for v in (*args, *kwargs.values())):
+                    raise on_student_objects(exc, qualname) from exc
+                raise
         return self._request("call", ["Q", qualname], args, kwargs, f"{qualname}(...)", timeout)
 
     def fresh(self) -> Sandbox:
@@ -212,6 +236,7 @@ class Sandbox(Exchange):
         self._generation += 1
         self._output.clear()
         self._dropped = 0
+        self.holding.new_test()
 
     def restart(self) -> None:
         """Replace the worker with a new process (a new hash seed among other things); proxies die."""
@@ -291,7 +316,7 @@ class Sandbox(Exchange):
             def make_proxy(number: int, type_name: str) -> Proxy:
                 return Proxy(self, ["R", number], generation, label, type_name)
 
-            return Decoder(blobs, make_proxy, self._wire_types).decode(reply["value"])
+            return Decoder(blobs, make_proxy, self._wire_types, self.holding).decode(reply["value"])
         error = reply.get("error")
         if reply.get("ok") is not False or type(error) is not dict:
             raise ProtocolError(f"the worker sent a malformed reply: {str(reply)[:200]}")

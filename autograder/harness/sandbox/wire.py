@@ -11,12 +11,13 @@ import importlib
 import json
 import types
 import typing
+import weakref
 from typing import Any, Callable
 
 import numpy as np
 
 from .config import ColumnCodec, SandboxConfig
-from .errors import ProtocolError, student_exception_class
+from .errors import ProtocolError, TooBig, student_exception_class
 from .wireformat import (
     HEADER,
     INT_LIST_MIN,
@@ -28,7 +29,52 @@ from .wireformat import (
     save_npy,
 )
 
-__all__ = ["Decoder", "Reader", "WireTypes", "encode"]
+__all__ = ["Decoder", "Holding", "Reader", "WireTypes", "encode"]
+
+# What the trusted process holds at once of the student's replies (issue 8, item 5): arrays decoded
+# and still alive (honest tests: at most 37 MB in all, over a whole test), and plain values decoded
+# during one test, strings and bytes counted by their size (honest tests: at most 200,000).
+HELD_ARRAY_BYTES = 128 << 20
+HELD_PLAIN_ITEMS = 2_000_000
+# A str or bytes costs one item per this many characters or bytes (about an item's own size).
+ITEM_BYTES = 64
+
+
+class Holding:
+    """What the trusted process holds of the student's replies, bounded: live arrays (tracked until
+    the last reference to each goes) and the plain values decoded since `new_test()`. Going over
+    raises TooBig in the test that asked, before the memory is taken."""
+
+    def __init__(self, array_bytes: int = HELD_ARRAY_BYTES, plain_items: int = HELD_PLAIN_ITEMS) -> None:
+        self.array_bytes, self.plain_items = array_bytes, plain_items
+        self.live = 0
+        self.items = 0
+
+    def new_test(self) -> None:
+        self.items = 0
+
+    def take_items(self, count: int) -> None:
+        self.items += count
+        if self.items > self.plain_items:
+            raise TooBig(
+                f"your code's results in this test hold more than {self.plain_items:,} values (lists, "
+                "numbers, text), more than the grader keeps for one test: return numpy arrays, or less"
+            )
+
+    def take_array(self, nbytes: int) -> None:
+        if self.live + nbytes > self.array_bytes:
+            raise TooBig(
+                f"an array of {nbytes >> 20} MB from your code, with the {self.live >> 20} MB of its arrays "
+                f"the test still holds, is more than the {self.array_bytes >> 20} MB the grader keeps at once"
+            )
+
+    def track(self, array: np.ndarray, nbytes: int) -> np.ndarray:
+        self.live += nbytes
+        weakref.finalize(array, self._release, nbytes)
+        return array
+
+    def _release(self, nbytes: int) -> None:
+        self.live -= nbytes
 
 
 class WireTypes:
@@ -87,7 +133,12 @@ class Reader:
         self.buffer += chunk
         if self.json_length < 0 and len(self.buffer) == HEADER.size:
             json_length, blob_length = HEADER.unpack(self.buffer)
-            if json_length > MAX_JSON_BYTES or json_length + blob_length > MAX_MESSAGE_BYTES:
+            if json_length > MAX_JSON_BYTES:
+                raise ProtocolError(
+                    f"a result of {json_length / (1 << 20):.1f} MB of plain data (lists, numbers, text), more "
+                    f"than the {MAX_JSON_BYTES >> 20} MB the grader accepts: return large data as numpy arrays"
+                )
+            if json_length + blob_length > MAX_MESSAGE_BYTES:
                 raise ProtocolError(
                     f"the worker announced a {json_length + blob_length}-byte message "
                     f"(limit {MAX_MESSAGE_BYTES} bytes)"
@@ -280,10 +331,17 @@ class Decoder:
     """Turns trees from the worker into trusted values; `make_proxy(number, type_name)` builds references."""
 
     def __init__(self, blobs: list[memoryview], make_proxy: Callable[[int, str], Any],
-                 wire_types: WireTypes) -> None:
+                 wire_types: WireTypes, holding: Holding | None = None) -> None:
         self.blobs = blobs
         self.make_proxy = make_proxy
         self.wire_types = wire_types
+        self.holding = holding or Holding()
+
+    def array(self, index: Any) -> np.ndarray:
+        """The array in blob `index`, counted as held (TooBig before it is copied out)."""
+        blob = self.blob(index)
+        self.holding.take_array(len(blob))
+        return self.holding.track(_read_array(blob), len(blob))
 
     def blob(self, index: Any) -> memoryview:
         if type(index) is not int or not 0 <= index < len(self.blobs):
@@ -297,26 +355,31 @@ class Decoder:
         if type(tree) is not list or not tree or type(tree[0]) is not str:
             raise ProtocolError(f"the worker sent a malformed value {str(tree)[:80]!r}")
         tag, rest = tree[0], tree[1:]
+        text = len(rest[0]) if tag == "S" and len(rest) == 1 and type(rest[0]) is str else 0
+        self.holding.take_items(1 + text // ITEM_BYTES)
         scalar_types = {"B": bool, "I": int, "F": float, "S": str}
         if tag == "N" and not rest:
             return None
         if tag in scalar_types and len(rest) == 1 and type(rest[0]) is scalar_types[tag]:
             return rest[0]
         if tag == "Y" and len(rest) == 1:
-            return bytes(self.blob(rest[0]))
+            blob = self.blob(rest[0])
+            self.holding.take_items(len(blob) // ITEM_BYTES)
+            return bytes(blob)
         if tag in ("L", "T") and len(rest) == 1 and type(rest[0]) is list:
             items = [self.decode(item, depth + 1) for item in rest[0]]
             return items if tag == "L" else tuple(items)
         if tag == "D" and len(rest) == 1 and type(rest[0]) is list:
             return dict(self.pair(item, depth) for item in rest[0])
         if tag == "A" and len(rest) == 1:
-            return _read_array(self.blob(rest[0]))
+            return self.array(rest[0])
         if tag == "G" and len(rest) == 1:
             array = _read_array(self.blob(rest[0]))
             if array.ndim != 0:
                 raise ProtocolError("the worker sent a numpy scalar that is not 0-d")
             return array[()]
-        if tag == "C" and len(rest) == 2 and rest[0] in self.wire_types.classes and type(rest[1]) is list:
+        if (tag == "C" and len(rest) == 2 and type(rest[0]) is str and rest[0] in self.wire_types.classes
+                and type(rest[1]) is list):
             return _rebuild(rest[0], dict(self.pair(item, depth) for item in rest[1]), self.wire_types)
         if tag == "R" and len(rest) == 2 and type(rest[0]) is int and rest[0] > 0 and type(rest[1]) is str:
             return self.make_proxy(rest[0], rest[1][:200])
@@ -325,7 +388,7 @@ class Decoder:
                 if type(rest[0]) is not str or len(rest[0]) > 8:
                     raise ValueError
                 dtype = np.dtype(rest[0])
-            except (TypeError, ValueError):
+            except Exception:  # numpy's dtype parser raises SyntaxError for some strings
                 raise ProtocolError(f"the worker sent an unknown dtype {rest[0]!r}") from None
             if dtype.kind not in NUMERIC_KINDS or dtype.fields is not None:
                 raise ProtocolError(f"the worker sent dtype {dtype}")

@@ -83,6 +83,16 @@ def apply_limits(limits: dict[str, int]) -> None:
         resource.setrlimit(which, (min(soft, hard), hard))
 
 
+def volunteer_for_oom() -> None:
+    """oom_score_adj 1000: when memory runs out (Gradescope's 768 MB container, a memory cgroup), the
+    kernel's OOM killer takes this process first, not the grader (which then reports it as died)."""
+    try:
+        with open("/proc/self/oom_score_adj", "w") as f:
+            f.write("1000")
+    except OSError:
+        pass
+
+
 def forbid_new_privileges() -> None:
     """PR_SET_NO_NEW_PRIVS: a setuid program exec'd by student code gains nothing (bwrap sets it too)."""
     import ctypes
@@ -448,6 +458,7 @@ def main() -> None:
         return
     init = message[0]
     apply_limits(init["limits"])
+    volunteer_for_oom()
     forbid_new_privileges()
     seed_home(init["seed"], init["home"])
     # sys.path: the student's folder, the course library, this interpreter's standard library (all
