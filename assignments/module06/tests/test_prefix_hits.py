@@ -60,11 +60,33 @@ def test_freed_blocks_stay_hits_and_a_full_hit_recomputes_the_last_block(student
     assert manager.block_hash(3) is None, "block 3 holds a hash already cached (block 1's): it stays unhashed"
 
 
+def assert_touched_hits_are_taken(student: Any) -> None:
+    """On 3 blocks with A's 2 full blocks cached and free: a prompt hitting both needs 2 new blocks (None),
+    one needing 1 new block fits exactly."""
+    manager = student.block_manager.BlockManager(3, 4)
+    manager.allocate("a", A[:8])
+    manager.free("a")
+    try:
+        answer = manager.allocate("b", A[:8] + [3] * 6)
+    except ValueError as error:  # a pop from an empty free queue: the room check let it through
+        answer = f"ValueError: {error}"
+    assert answer is None and manager.free_block_ids() == [2, 1, 0], (
+        f"3 free blocks, 2 of them A's cached blocks that a 14-token prompt hits, so only 1 is left for its 2 new "
+        f"blocks: allocate must return None and change nothing; got {answer!r}. Likely cause: count the hit blocks "
+        "that are in the free queue (ref_cnt 0) as taken: touching them removes them from it")
+    answer = manager.allocate("c", A[:8] + [3])
+    assert answer is not None and tuple(answer) == (8, [0, 1, 2]), (
+        f"a 9-token prompt hits A's 2 cached blocks and needs 1 new block, the 1 left: expected (8, [0, 1, 2]); got "
+        f"{answer!r}. Likely cause: enough blocks are free (cached blocks with ref_cnt 0 are free too: they can be "
+        "evicted), so the call must succeed")
+
+
 @pytest.mark.task("prefix_hits", points=1)
 def test_no_room_changes_nothing_and_caching_off(student: Any) -> None:
     manager = student.block_manager.BlockManager(2, 4)
     assert manager.allocate("a", A) is None, "10 tokens need 3 blocks of 4; with 2 blocks allocate returns None"
     assert manager.free_block_ids() == [0, 1] and manager.prefix_cache_queries == 0, "a None allocate changes nothing"
+    assert_touched_hits_are_taken(student)
     off = student.block_manager.BlockManager(8, 4, enable_caching=False)
     off.allocate("a", A)
     answer = off.allocate("b", A)

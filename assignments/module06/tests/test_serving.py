@@ -35,4 +35,6 @@ def test_prefill_positions_and_logits(student: Any, caching: bool, positions: li
         _, step_logits = generate(params, TINY, np.asarray([request["prompt"]]), request["max_tokens"])
         diff = max(float(np.abs(np.asarray(a) - b[0]).max()) for a, b in zip(got["logits"][index], step_logits))
         assert diff <= LOGIT_ATOL, f"request {index}'s logits differ from the dense forward by {diff:.3g}"
-    assert manager.num_free_blocks == 32, f"after all requests every block is free; num_free_blocks is {manager.num_free_blocks}"
+    assert manager.num_free_blocks == 32, (
+        f"after all requests every block is free (cached blocks with ref_cnt 0 are free too: they can be evicted); "
+        f"num_free_blocks is {manager.num_free_blocks}")
