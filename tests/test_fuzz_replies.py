@@ -266,6 +266,12 @@ PROBES: dict[str, tuple[str, int, str]] = {
         box = student.fuzz.Box()
         box.items = [4, 4]
         assert box.total() == 8, "total() after box.items = [4, 4] should be 8"''')),
+    # kvlab.paged's seam: an in-place write into an attribute of a student object (paged_step's K/V).
+    "test_assign_into": ("assign_into", 0, textwrap.dedent('''\
+        from kvlab.paged import assign_into
+        box = student.fuzz.Box()
+        assign_into(box, "items", 0, 5)
+        assert box.total() == 10, "total() after assign_into(box, 'items', 0, 5) should be 10"''')),
     "test_iter": ("iter", 0, 'assert list(student.fuzz.Box()) == [1, 2, 3], "list(Box()) should be [1, 2, 3]"'),
     "test_next": ("next", 1, 'assert list(student.fuzz.Box()) == [1, 2, 3], "list(Box()) should be [1, 2, 3]"'),
     "test_array": ("array", 0, textwrap.dedent('''\
@@ -285,7 +291,7 @@ PROBES: dict[str, tuple[str, int, str]] = {
         assert got.shape == (1, 3, model.TINY.vocab), f"logits of 3 tokens: shape {got.shape}"''')),
 }
 # Replies whose content no test can see: rewriting their value (not their framing) changes nothing.
-UNSEEN = {"setattr", "setitem"}
+UNSEEN = {"setattr", "setitem", "assign_into"}
 
 
 def probe_tests() -> str:

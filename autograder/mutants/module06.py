@@ -31,14 +31,6 @@ COUNT = """        if self.enable_caching:
             self.prefix_cache_hits += num_computed
 """
 
-CONNECTOR = "kv_connector.py"
-CONNECTOR_TASKS = ("kv_connector",)
-
-DIGEST = "digest = hashlib.sha256(parent + values[start:start + chunk_size].tobytes()).hexdigest()"
-CHECK_CRC = "    if zlib.crc32(body) != checksum:\n        return None\n"
-CHECK_NAME = "if body[shape_end:shape_end + name_length] != fingerprint.encode():"
-RUN_LOOP = ("            if not self.backend.exists(key):\n                break\n            run += 1\n")
-
 # A manager bug fails the serving task too; the whole suite is too long to run once per mutant.
 CHECKS = Checks(min_mutants=20, run_seconds=600, mutants_run_own_tasks=True)
 
