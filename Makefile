@@ -34,6 +34,7 @@ venv: $(VENV)/.installed
 # published commit, SHA-256 checked (tools/traces.py). Without either, one line says so; exit 0.
 traces: venv
 	$(PY) -m tools.traces
+
 # A new assignment from tools/assignment_template (its solution, starter, tests, catalog, handout, demo).
 new: venv
 	$(PY) -m tools.new_assignment $(if $(filter command line,$(origin A)),$(A),$(error make new needs A=<id>))

@@ -49,6 +49,9 @@ DATA_SKIP_REASON = f"Mooncake's {DATA_FILE} is not installed (see kvlab.trace.mo
 
 # Grading subprocesses at a time: each keeps about one core busy (2 cores here).
 PARALLEL_RUNS = 2
+# Hidden tests draw part of their input anew per grading (never a harvestable fixed input); with this
+# set in the grader's environment the draws are seeded, so both modes of one submission see the same.
+GRADING_SEED = "KVLAB_GRADING_SEED"
 # Submissions graded by one subprocess: they share its start-up (numpy, pytest, the harness).
 BATCH_SIZE = 4
 # The grader's modes, in the order a batch runs them.
@@ -306,7 +309,7 @@ def grade_batch(jobs: Sequence[Job], env: dict[str, str]) -> dict[str, Graded]:
     spec.write_text(json.dumps([{"assignment": j.assignment, "submission": str(j.submission),
                                  "tests_root": str(j.tests_root), "out": str(j.out)} for j in jobs]))
     done = subprocess.run([sys.executable, str(REPO / "tests" / "grade_batch.py"), str(spec)], cwd=REPO,
-                          env={**os.environ, "PYTHONPATH": str(REPO), **env}, capture_output=True, text=True,
+                          env={**os.environ, "PYTHONPATH": str(REPO), GRADING_SEED: "1", **env}, capture_output=True, text=True,
                           timeout=sum(j.seconds for j in jobs))
     assert done.returncode == 0, (f"grading {', '.join(j.label for j in jobs)} exited {done.returncode}:\n"
                                   f"{done.stdout[-3000:]}\n{done.stderr[-3000:]}")
