@@ -487,3 +487,32 @@ def fill_problem(made: str, error: BaseException | None, size: int, T: int, star
     return (f"{made}: storing {T} tokens at length {start} (up to exactly max_seq={size}) raised "
             f"{type(error).__name__}: {error}. The cache may fill completely: raise only when "
             "length + T > max_seq")
+
+
+def float32_decode_problem(student: Any, config: str, batch: int, length: int, seed: int, n_new: int) -> str | None:
+    """greedy_decode with float32 params against the float32 reference, to FLOAT32_LOGIT_ATOL."""
+    cfg, params = CONFIGS[config], params_for(config, dtype=np.float32)
+    prompt = prompt_for(cfg, batch, length, seed=seed)
+    expected_tokens, expected_logits = generate(params, cfg, prompt, n_new)
+    top2 = np.sort(np.stack(expected_logits), axis=-1)[..., -2:]
+    assert np.min(top2[..., 1] - top2[..., 0]) > 100 * FLOAT32_LOGIT_ATOL, (
+        "test setup: the float32 reference has a near tie, so float32 rounding could pick either token"
+    )
+    result = student.kv_decode.greedy_decode(params, cfg, prompt, n_new)
+    problem = decode_problem(
+        result, prompt, n_new, expected_tokens, expected_logits, params, cfg, atol=FLOAT32_LOGIT_ATOL
+    )
+    return None if problem is None else f"with float32 params: {problem}"
+
+
+def tie_problem(student: Any, seeds: range, n_new: int) -> str | None:
+    """greedy_decode where two tokens tie exactly at the top of step 0 (tied_params): the lower wins."""
+    cfg = CONFIGS["GQA"]
+    params, prompt, low, high = tied_params(seeds)
+    expected_tokens, expected_logits = generate(params, cfg, prompt, n_new)
+    first = expected_logits[0][0]
+    assert low < high and first[low] == first[high] == first.max() and expected_tokens[0, 3] == low, (
+        f"test setup: tokens {low} and {high} should tie exactly at the top of step 0"
+    )
+    result = student.kv_decode.greedy_decode(params, cfg, prompt, n_new)
+    return decode_problem(result, prompt, n_new, expected_tokens, expected_logits, params, cfg)

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
 import pytest
 
 from decode_checks import (
-    CONFIGS, FLOAT32_LOGIT_ATOL, count_problem, decode_problem, params_for, prompt_for, tied_params, work_problem,
+    CONFIGS, count_problem, decode_problem, float32_decode_problem, params_for, prompt_for, tie_problem, work_problem,
 )
 from kvlab.model import generate
 
@@ -67,31 +66,11 @@ def test_zero_new_tokens_calls_nothing(student: Any, batch: int, prompt_len: int
 
 @pytest.mark.task("greedy_decode", points=3)
 def test_float32_params_decode_in_float32(student: Any) -> None:
-    cfg, params = CONFIGS["GQA"], params_for("GQA", dtype=np.float32)
-    prompt = prompt_for(cfg, 2, 4, seed=400)
-    n_new = 6
-    expected_tokens, expected_logits = generate(params, cfg, prompt, n_new)
-    top2 = np.sort(np.stack(expected_logits), axis=-1)[..., -2:]
-    assert np.min(top2[..., 1] - top2[..., 0]) > 100 * FLOAT32_LOGIT_ATOL, (
-        "test setup: the float32 reference has a near tie, so float32 rounding could pick either token"
-    )
-    result = student.kv_decode.greedy_decode(params, cfg, prompt, n_new)
-    problem = decode_problem(
-        result, prompt, n_new, expected_tokens, expected_logits, params, cfg, atol=FLOAT32_LOGIT_ATOL
-    )
-    assert problem is None, f"with float32 params: {problem}"
+    problem = float32_decode_problem(student, "GQA", batch=2, length=4, seed=400, n_new=6)
+    assert problem is None, problem
 
 
 @pytest.mark.task("greedy_decode", points=3)
 def test_ties_go_to_the_lowest_index(student: Any) -> None:
-    cfg = CONFIGS["GQA"]
-    params, prompt, low, high = tied_params(range(500, 600))
-    n_new = 4
-    expected_tokens, expected_logits = generate(params, cfg, prompt, n_new)
-    first = expected_logits[0][0]
-    assert low < high and first[low] == first[high] == first.max() and expected_tokens[0, 3] == low, (
-        f"test setup: tokens {low} and {high} should tie exactly at the top of step 0"
-    )
-    result = student.kv_decode.greedy_decode(params, cfg, prompt, n_new)
-    problem = decode_problem(result, prompt, n_new, expected_tokens, expected_logits, params, cfg)
+    problem = tie_problem(student, range(500, 600), n_new=4)
     assert problem is None, problem
