@@ -309,7 +309,11 @@ def grade_batch(jobs: Sequence[Job], env: dict[str, str]) -> dict[str, Graded]:
     spec.write_text(json.dumps([{"assignment": j.assignment, "submission": str(j.submission),
                                  "tests_root": str(j.tests_root), "out": str(j.out)} for j in jobs]))
     done = subprocess.run([sys.executable, str(REPO / "tests" / "grade_batch.py"), str(spec)], cwd=REPO,
-                          env={**os.environ, "PYTHONPATH": str(REPO), GRADING_SEED: "1", **env}, capture_output=True, text=True,
+                          env={**os.environ, "PYTHONPATH": str(REPO), GRADING_SEED: "1",
+                               # No bytecode written into the checkout: a sandboxed grading running
+                               # beside this one fingerprints kvlab/ and the harness (its Watch), and
+                               # a .pyc appearing there is a change of the grader's files to it.
+                               "PYTHONDONTWRITEBYTECODE": "1", **env}, capture_output=True, text=True,
                           timeout=sum(j.seconds for j in jobs))
     assert done.returncode == 0, (f"grading {', '.join(j.label for j in jobs)} exited {done.returncode}:\n"
                                   f"{done.stdout[-3000:]}\n{done.stderr[-3000:]}")
