@@ -106,7 +106,10 @@ class Submission:
         with tempfile.TemporaryDirectory(prefix="kvlab-fresh-") as home:
             env = {"HOME": home, "PATH": os.environ.get("PATH", ""), "PYTHONHASHSEED": str(self._fresh_calls),
                    "PYTHONPATH": os.pathsep.join([str(self.directory), str(library)])}
-            done = subprocess.run([sys.executable, "-c", program], input=json.dumps(args), env=env, cwd=home,
+            # -B where this process writes no bytecode (the in-process grader): the library's
+            # folder must not change under a grading that fingerprints it.
+            bytecode = ["-B"] if sys.dont_write_bytecode else []
+            done = subprocess.run([sys.executable, *bytecode, "-c", program], input=json.dumps(args), env=env, cwd=home,
                                   capture_output=True, text=True, timeout=60)
         if done.returncode:
             raise RuntimeError(f"{module}.{function} failed in a fresh process:\n{done.stderr[-2000:]}")

@@ -293,12 +293,17 @@ class Graded:
     job: Job
     results: dict[str, dict[str, Any]]
 
+    def log(self, mode: str) -> str:
+        """What the grader printed to stderr grading in `mode` (a fault's traceback goes there)."""
+        path = self.job.out / f"{mode}.log"
+        return path.read_text(encoding="utf-8", errors="replace") if path.is_file() else "(no log written)"
+
     def outcomes(self, mode: str) -> list[Outcome]:
         """The per-test outcomes of `mode`'s results.json; an AssertionError if the grader failed."""
         results = self.results[mode]
         assert results["extra_data"]["status"] == "graded", (
             f"{self.job.assignment} {self.job.label} ({mode}): the grader failed instead of grading; see the "
-            f"captured output of the grading run:\n{results['output']}")
+            f"grader's stderr ({self.job.out / f'{mode}.log'}):\n{self.log(mode)[-4000:]}")
         return [Outcome(f"{t['number']} {t['name']}", t["tags"][0], float(t["max_score"]), t["status"], t["output"],
                         public=t["visibility"] != HIDDEN_MARK) for t in results["tests"]]
 

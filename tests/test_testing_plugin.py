@@ -76,3 +76,24 @@ def test_closing_table_is_not_a_grade(tmp_path: Path, with_assignment: bool, exp
     assert title is not None, "the table should be titled as the public tests' result, not the grade:\n" + "\n".join(lines)
     assert lines[title + 1:title + 1 + len(expected)] == expected, \
         "the table should follow its title at once, one line per task:\n" + "\n".join(lines[title:])
+
+
+@pytest.mark.parametrize("dont_write", [True, False])
+def test_fresh_call_writes_bytecode_only_where_the_caller_does(tmp_path: Path, dont_write: bool,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """The in-process grader writes no bytecode (its Watch fingerprints the library's folders), and
+    the fresh process of `student.fresh_call` must not write any either; a student's run may."""
+    from kvlab.testing import Submission
+
+    library = tmp_path / "library"
+    library.mkdir()
+    (library / "helper.py").write_text("def seven():\n    return 7\n", encoding="utf-8")
+    (tmp_path / "answer.py").write_text("from helper import seven\n\ndef value():\n    return seven()\n",
+                                        encoding="utf-8")
+    monkeypatch.setattr(sys, "dont_write_bytecode", dont_write)
+    # The library folder on the fresh process's path, as the course library is.
+    monkeypatch.setattr(sys.modules["kvlab.testing"], "__file__", str(library / "kvlab" / "testing.py"))
+    assert Submission(tmp_path).fresh_call("answer", "value") == 7, "the fresh call should return 7"
+    written = sorted(p.name for p in tmp_path.rglob("*.pyc"))
+    assert bool(written) != dont_write, (
+        f"with sys.dont_write_bytecode={dont_write} the fresh process wrote {written or 'no bytecode'}")
