@@ -72,8 +72,13 @@ serve: venv
 check-py310: venv
 	$(VENV)/bin/vermin --target=3.10- --violations --no-tips --eval-annotations --backport dataclasses kvlab solutions starter assignments autograder tools tests
 
+# The repository's tests on TEST_JOBS cores (pytest-xdist), a test file per worker at a time (the
+# files that grade many submissions share one fixture per file). No bytecode is written: a grading
+# fingerprints kvlab/ and the harness, and a .pyc that a test beside it writes there would read as a
+# change of the grader's files.
+TEST_JOBS ?= 2
 test: venv traces check-py310
-	$(PY) -m pytest
+	PYTHONDONTWRITEBYTECODE=1 $(PY) -m pytest -n $(TEST_JOBS) --dist loadfile
 
 clean:
 	rm -rf dist build

@@ -20,6 +20,10 @@ like /autograder, `source/run_autograder` run there. For every case:
 The cases run in parallel threads (each grading is a separate process tree) from one session
 fixture; each test then checks one case's outcome.
 
+Every grading runs under a real memory limit of 768 MB for the whole grader (Gradescope's box): a
+memory cgroup v2 when root can make one, else RLIMIT_AS on run_autograder (see `memory_limited`).
+A grading the kernel cut short for memory fails its case, whatever results.json says.
+
 As root the worker runs as an unprivileged user under bubblewrap, and every case (but the few
 NOT_WITHOUT_BUBBLEWRAP lists, with the reason) is graded a second time as Gradescope's Docker grades:
 without bubblewrap, the unprivileged user and file permissions only, on a system interpreter that
@@ -76,6 +80,9 @@ PARALLEL = 3
 # The campaign (every grading, once per session) runs in the setup of the first test that uses it;
 # on a busy 2-core machine it takes minutes, beyond the suite's default per-test timeout.
 CAMPAIGN_TIMEOUT = 1800
+
+# Gradescope's default container memory: the whole grading (runner, worker, pytest) must fit in it.
+GRADER_MEMORY_BYTES = 768 << 20
 
 HOSTILE_DIR = Path(__file__).resolve().parent / "hostile"
 # Extra files of a case are stored under this suffix, so that no tool (pytest above all: a conftest.py
@@ -233,12 +240,19 @@ CASES = [
     Case("uncounted model from the library's source text", "no_cache", "private_model_pasted", says=(WORK_GROWS,)),
     Case("uncounted model re-imported under its own name", "no_cache", "private_model_reimported",
          says=(WORK_GROWS,)),
+    # Replies the trusted side cannot use (issue 8, item 3): the test that asked fails, grading goes on.
+    Case("numpy.asarray answered with an int", "no_decode", "reply_array_wrong_kind", breaks=True,
+         says=("gave something that is not an array",)),
+    Case("update's pair a list subclass that equals anything", "no_decode", "reply_list_subclass", breaks=True,
+         says=("should return a pair (K, V)",)),
+    Case("the worker ends itself, its objects go stale", "no_decode", "reply_stale_after_crash", breaks=True,
+         says=("exited with status 3",)),
     # The trusted process's memory (issue 8, item 5).
     Case("no-cache forward of 8,192 positions with tiny heads", "no_decode", "nocache_forward_8k",
          says=("attention scores",)),
     Case("large replies held together", "no_decode", "large_replies_held", breaks=True,
          says=("the grader keeps at once",)),
-    Case("plain data that parses into far more memory", "no_decode", "json_bomb", breaks=True,
+    Case("plain data that parses into far more memory", "no_decode", "json_bomb", budget=10.0, breaks=True,
          says=("MB of plain data",)),
 ]
 # Gradescope's Docker: no bubblewrap, the unprivileged user and file permissions only (issue 8). Every
@@ -281,7 +295,7 @@ def gradescope_env(env: dict[str, str]) -> dict[str, str]:
     worker) on an interpreter the unprivileged user can run, with this venv's packages."""
     assert READABLE_PYTHON is not None, "callers skip without a readable interpreter"
     return {**env, "KVLAB_NO_BUBBLEWRAP": "1", "KVLAB_PYTHON": READABLE_PYTHON,
-            "PYTHONPATH": f"{env['PYTHONPATH']}{os.pathsep}{SITE_PACKAGES}"}
+            "PYTHONPATH": os.pathsep.join(filter(None, [env.get("PYTHONPATH"), str(SITE_PACKAGES)]))}
 
 
 # ----- what must not leak ---------------------------------------------------------------------------
@@ -366,11 +380,13 @@ def interpreter_state() -> dict[str, Any]:
 
 
 def environment(layout: Path) -> dict[str, Any]:
+    """What one case's gradings must leave as they found it. (The venv and the interpreter's
+    libraries are large and shared by the parallel gradings: the campaign compares them once,
+    before and after every grading, see test_no_grading_changed_the_interpreter.)"""
     return {
         "the repository's kvlab": digest_tree(REPO / "kvlab"),
         "the repository's hidden tests": digest_tree(HIDDEN),
         "the repository's solutions": digest_tree(SOLUTION.parent),
-        "the venv and the interpreter's libraries": interpreter_state(),
         "the layout's source/": digest_tree(layout / "source", skip_bytecode=False),
     }
 
@@ -400,9 +416,11 @@ def processes_mentioning(text: str) -> list[str]:
     return found
 
 
-def sandbox_processes() -> set[int]:
-    """Processes of the sandbox: a worker (its script sits in a sandbox-* folder) or any
-    process of the unprivileged user (root only: otherwise that is the grading user itself)."""
+def sandbox_processes(campaign_tmp: Path) -> set[int]:
+    """Processes of this campaign's sandboxes: a worker (its script sits in a sandbox-* folder under
+    `campaign_tmp`, the gradings' TMPDIR) or, as root, any process of the unprivileged user but the
+    workers of other gradings on this machine (the tests of the tests may grade beside this suite)."""
+    ours = f"{campaign_tmp}/sandbox-".encode()
     found = set()
     for entry in os.scandir("/proc"):
         if not entry.name.isdigit():
@@ -413,7 +431,8 @@ def sandbox_processes() -> set[int]:
             uid = os.stat(f"/proc/{entry.name}").st_uid
         except OSError:
             continue
-        if (b"/sandbox-" in cmdline and b"worker.py" in cmdline) or (IS_ROOT and uid == SANDBOX_UID):
+        worker = b"/sandbox-" in cmdline and b"worker.py" in cmdline
+        if (worker and ours in cmdline) or (IS_ROOT and uid == SANDBOX_UID and not worker):
             found.add(int(entry.name))
     return found
 
@@ -453,6 +472,8 @@ class Graded:
     problem: str | None  # why results.json is missing or invalid
     log: str  # run_autograder's stdout and stderr (the staff's log on Gradescope)
     seconds: float
+    memory_peak: int | None = None  # bytes, the whole grading (known under a cgroup only)
+    oom_kills: int = 0  # processes of the grading the kernel killed for memory (cgroup only)
 
 
 @dataclass
@@ -463,6 +484,69 @@ class Outcome:
     stray: list[str]
     planted_ran: list[str]
     submitted: str
+
+
+# ----- the grader's memory -------------------------------------------------------------------------
+
+def cgroup_v2_parent() -> Path | None:
+    """A cgroup v2 folder of this process's own in which root can make a child with the memory
+    controller, else None."""
+    if not IS_ROOT:
+        return None
+    try:
+        line = next(l for l in Path("/proc/self/cgroup").read_text().splitlines() if l.startswith("0::"))
+        own = Path("/sys/fs/cgroup") / line[3:].lstrip("/")
+        if "memory" not in (own / "cgroup.controllers").read_text().split():
+            return None
+        probe = Path(tempfile.mkdtemp(prefix="kvlab-memory-probe-", dir=own))
+        probe.rmdir()
+    except (OSError, StopIteration):
+        return None
+    return own
+
+
+CGROUP_PARENT = cgroup_v2_parent()
+
+
+def memory_mechanism() -> str:
+    return "a memory cgroup v2" if CGROUP_PARENT is not None else "RLIMIT_AS on run_autograder"
+
+
+def memory_limited(command: list[str], name: str) -> tuple[list[str], Path | None]:
+    """`command` under a real limit of GRADER_MEMORY_BYTES for the whole grading, and the cgroup
+    made for it (None under RLIMIT_AS): a cgroup v2 child (every process of the grading counted
+    together, as in Gradescope's container) when one can be made, else RLIMIT_AS on run_autograder,
+    which the runner inherits (the worker sets its own, lower one)."""
+    if CGROUP_PARENT is not None:
+        group = CGROUP_PARENT / f"kvlab-hostile-{os.getpid()}-{name}"
+        try:
+            group.mkdir()
+            (group / "memory.max").write_text(str(GRADER_MEMORY_BYTES))
+            if (group / "memory.swap.max").exists():
+                (group / "memory.swap.max").write_text("0")
+        except OSError:
+            if group.exists():
+                group.rmdir()
+        else:
+            return ["sh", "-c", 'echo $$ > "$0/cgroup.procs" && exec "$@"', str(group), *command], group
+    return ["sh", "-c", f'ulimit -v {GRADER_MEMORY_BYTES >> 10} && exec "$@"', "sh", *command], None
+
+
+def release_cgroup(group: Path) -> tuple[int | None, int]:
+    """(peak bytes, OOM kills) of a grading's cgroup, which is then removed (once its processes are)."""
+    peak_file = group / "memory.peak"
+    peak = int(peak_file.read_text()) if peak_file.exists() else None
+    events = dict(line.split() for line in (group / "memory.events").read_text().splitlines())
+    deadline = time.monotonic() + 10.0
+    while True:
+        try:
+            group.rmdir()
+            break
+        except OSError:
+            if time.monotonic() > deadline:
+                break
+            time.sleep(0.1)
+    return peak, int(events.get("oom_kill", 0))
 
 
 def make_layout(root: Path, package: Path) -> Path:
@@ -487,7 +571,8 @@ def grade(layout: Path, files: dict[str, str], env: dict[str, str], budget: floa
         (submission / name).write_text(text)
     env = {**env, "AUTOGRADER_ROOT": str(layout), "KVLAB_TIME_BUDGET": str(budget)}
     started = time.monotonic()
-    process = subprocess.Popen([str(layout / "source" / "run_autograder")], cwd=layout, env=env,
+    command, group = memory_limited([str(layout / "source" / "run_autograder")], layout.name)
+    process = subprocess.Popen(command, cwd=layout, env=env,
                                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                start_new_session=True)
     try:
@@ -497,6 +582,7 @@ def grade(layout: Path, files: dict[str, str], env: dict[str, str], budget: floa
         out, _ = process.communicate()
         out += b"\n[test_hostile: run_autograder was killed: it ran far past its budget]\n"
     seconds = time.monotonic() - started
+    memory_peak, oom_kills = release_cgroup(group) if group is not None else (None, 0)
     path = layout / "results" / "results.json"
     results, problem = None, None
     try:
@@ -504,7 +590,7 @@ def grade(layout: Path, files: dict[str, str], env: dict[str, str], budget: floa
         validate(results)
     except Exception as error:  # noqa: BLE001 - any way the file is unusable is the finding
         problem = f"{type(error).__name__}: {str(error)[:500]}"
-    return Graded(results, problem, out.decode(errors="replace"), seconds)
+    return Graded(results, problem, out.decode(errors="replace"), seconds, memory_peak, oom_kills)
 
 
 def run_case(case: Case, package: Path, base: Path, env: dict[str, str]) -> Outcome:
@@ -542,6 +628,8 @@ class Campaign:
     sandbox_after: set[int]  # and right after its last grading
     seconds: float
     folders_left: set[Path]  # what the gradings left in their temporary folder (TMPDIR)
+    tmp: Path  # that folder (removed by now; sandbox workers' command lines name it)
+    interpreter_changed: list[str]  # the venv's and the interpreter's paths that changed (see environment)
 
 
 @pytest.fixture(scope="session")
@@ -553,24 +641,18 @@ def campaign(tmp_path_factory: pytest.TempPathFactory) -> Campaign:
     if refusal is not None:
         pytest.skip(f"every grading would stop with a grader fault here (student code never runs as root): {refusal}")
     package = build(ASSIGNMENT, base / "dist")
-    # jsonschema imports rfc3987_syntax when it is installed (the instructor venv has it, the
-    # Gradescope image does not): building its grammar costs most of a second per process, twice per
-    # grading, for a format check the schema never uses. A stand-in that is absent keeps the suite fast.
     grading_tmp = Path(tempfile.mkdtemp(prefix="kvlab-hostile-tmp-"))
     grading_tmp.chmod(0o755)
-    stand_in = base / "no-rfc3987" / "rfc3987_syntax"
-    stand_in.mkdir(parents=True)
-    (stand_in / "__init__.py").write_text('raise ImportError("not in the Gradescope image")\n')
     env = {
         **{k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "KVLAB_"))},
         "KVLAB_PYTHON": sys.executable, "KVLAB_CALL_TIMEOUT": str(CALL_TIMEOUT),
-        "PYTHONDONTWRITEBYTECODE": "1", "PYTHONPATH": str(stand_in.parent),
+        "PYTHONDONTWRITEBYTECODE": "1",
         # The gradings' temporary folders (the sandboxes' among them) go here, so that what they
         # leave behind is told apart from other programs' (bubblewrap binds them back through /tmp's
         # cover; the worker's user must be able to pass through it).
         "TMPDIR": str(grading_tmp),
     }
-    sandbox_before = sandbox_processes()
+    sandbox_before = sandbox_processes(grading_tmp)
     runnable = [case for case in CASES if (IS_ROOT or not case.root_only)
                 and (case.bubblewrap or READABLE_PYTHON is not None)]
     # A file anyone may write, among the interpreter's packages: the worker must not be able to
@@ -581,6 +663,7 @@ def campaign(tmp_path_factory: pytest.TempPathFactory) -> Campaign:
         canary.write_text("canary\n")
         os.chmod(canary, 0o666)
     try:
+        interpreter_before = interpreter_state()
         with concurrent.futures.ThreadPoolExecutor(PARALLEL) as pool:
             honest_jobs = {}
             for name, text in HONEST.items():
@@ -590,6 +673,7 @@ def campaign(tmp_path_factory: pytest.TempPathFactory) -> Campaign:
             honest = {name: job.result() for name, job in honest_jobs.items()}
             outcomes = {name: job.result() for name, job in case_jobs.items()}
         canary_text = canary.read_text() if IS_ROOT else "canary\n"
+        interpreter_changed = differences({"": interpreter_before}, {"": interpreter_state()}).get("", [])
         left_behind = set(grading_tmp.iterdir())
     finally:
         canary.unlink(missing_ok=True)
@@ -597,13 +681,17 @@ def campaign(tmp_path_factory: pytest.TempPathFactory) -> Campaign:
     assert canary_text == "canary\n", f"a worker wrote into the world-writable canary {canary}: {canary_text!r}"
     seconds = time.monotonic() - started
     # Shown with -s (or -rA): what each grading scored and took.
-    print(f"\nhostile suite: {len(outcomes)} cases graded in {seconds:.1f} s")
+    print(f"\nhostile suite: {len(outcomes)} cases graded in {seconds:.1f} s, each grading under "
+          f"{memory_mechanism()} of {GRADER_MEMORY_BYTES >> 20} MB")
     for name, graded in honest.items():
         print(f"  honest {name}: score {graded.results and graded.results['score']}, {graded.seconds:.1f} s")
     for name, outcome in outcomes.items():
         score = outcome.hostile.results and outcome.hostile.results["score"]
-        print(f"  {name}: score {score}, {outcome.hostile.seconds:.1f} s (+ clean {outcome.clean.seconds:.1f} s)")
-    return Campaign(honest, outcomes, sandbox_before, sandbox_processes(), seconds, left_behind)
+        peak = outcome.hostile.memory_peak
+        print(f"  {name}: score {score}, {outcome.hostile.seconds:.1f} s (+ clean {outcome.clean.seconds:.1f} s)"
+              + (f", peak {peak >> 20} MB" if peak is not None else ""))
+    return Campaign(honest, outcomes, sandbox_before, sandbox_processes(grading_tmp), seconds, left_behind,
+                    grading_tmp, interpreter_changed)
 
 
 # ----- the checks -------------------------------------------------------------------------------------
@@ -650,7 +738,9 @@ def test_hostile_submission(campaign: Campaign, case: Case) -> None:
     log = hostile.log[-4000:]
 
     # (1) a valid results.json, always
-    assert hostile.results is not None, f"no valid results.json: {hostile.problem}\nrun_autograder's log:\n{log}"
+    memory = f"processes the kernel killed for memory: {hostile.oom_kills}"
+    assert hostile.results is not None, (
+        f"no valid results.json: {hostile.problem} ({memory})\nrun_autograder's log:\n{log}")
     results = hostile.results
     status = results["extra_data"]["status"]
     tamper_detected = case.writes_grader_files and not IS_ROOT
@@ -662,7 +752,7 @@ def test_hostile_submission(campaign: Campaign, case: Case) -> None:
         )
         assert "the grader's files changed while the student's code ran" in hostile.log, f"log:\n{log}"
     else:
-        assert status == "graded", f"the attack made the grader fail ({results['output']})\n{log}"
+        assert status == "graded", f"the attack made the grader fail ({results['output']}; {memory})\n{log}"
 
     # (2) no points beyond the honest part's
     assert results["score"] <= honest["score"], (
@@ -714,6 +804,14 @@ def test_no_temporary_folder_outlives_the_suite(campaign: Campaign) -> None:
 
 
 @pytest.mark.timeout(CAMPAIGN_TIMEOUT)
+def test_no_grading_changed_the_interpreter(campaign: Campaign) -> None:
+    """The venv and the interpreter's libraries are as before the first grading (a planted .pth or
+    sitecustomize, a file added to a package folder, a changed start-up file)."""
+    assert not campaign.interpreter_changed, (
+        f"the gradings changed the venv or the interpreter's libraries: {campaign.interpreter_changed}")
+
+
+@pytest.mark.timeout(CAMPAIGN_TIMEOUT)
 def test_no_sandbox_process_outlives_the_suite(campaign: Campaign) -> None:
     """After every grading has ended, no worker and no process of the unprivileged user remains.
 
@@ -722,7 +820,7 @@ def test_no_sandbox_process_outlives_the_suite(campaign: Campaign) -> None:
     """
     deadline = time.monotonic() + 15.0
     while True:
-        left = (sandbox_processes() & campaign.sandbox_after) - campaign.sandbox_before
+        left = (sandbox_processes(campaign.tmp) & campaign.sandbox_after) - campaign.sandbox_before
         if not left or time.monotonic() > deadline:
             break
         time.sleep(0.1)
@@ -810,15 +908,17 @@ def grade_lecture07(submission: Path, tests_root: Path, env: dict[str, str]) -> 
     """Grade `submission` against `tests_root` in a subprocess, sandboxed, as the grader does."""
     results = submission.parent / f"{submission.name}.json"
     started = time.monotonic()
-    done = subprocess.run([sys.executable, "-c", GRADE_ONE, L07, str(submission), str(results), str(tests_root)],
-                          cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
+    command, group = memory_limited([sys.executable, "-c", GRADE_ONE, L07, str(submission), str(results),
+                                     str(tests_root)], f"{L07}-{submission.name}")
+    done = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
     seconds = time.monotonic() - started
+    memory_peak, oom_kills = release_cgroup(group) if group is not None else (None, 0)
     try:
         graded, problem = json.loads(results.read_text(encoding="utf-8")), None
         validate(graded)
     except Exception as error:  # noqa: BLE001 - any way the file is unusable is the finding
         graded, problem = None, f"{type(error).__name__}: {str(error)[:500]}"
-    return Graded(graded, problem, done.stdout[-4000:] + done.stderr[-4000:], seconds)
+    return Graded(graded, problem, done.stdout[-4000:] + done.stderr[-4000:], seconds, memory_peak, oom_kills)
 
 
 @dataclass
@@ -942,6 +1042,20 @@ def test_limit_overrides_can_only_lower(monkeypatch: pytest.MonkeyPatch) -> None
             lowered_by_env(10.0, CALL_TIMEOUT_ENV)
     monkeypatch.setenv(CALL_TIMEOUT_ENV, "0")
     assert lowered_by_env(480.0, CALL_TIMEOUT_ENV, allow_zero=True) == 0.0, "a zero budget is allowed"
+
+
+@pytest.mark.parametrize(("megabytes", "fits"), [(128, True), (1024, False)])
+def test_the_graders_memory_limit_is_real(megabytes: int, fits: bool) -> None:
+    """What the campaigns run under `memory_limited` cannot take more than GRADER_MEMORY_BYTES."""
+    script = f"import numpy; a = numpy.ones({megabytes << 17}); print('allocated', a.nbytes)"
+    command, group = memory_limited([sys.executable, "-c", script], f"probe-{megabytes}")
+    done = subprocess.run(command, capture_output=True, text=True, timeout=120, check=False)
+    if group is not None:
+        release_cgroup(group)
+    allocated = done.returncode == 0 and "allocated" in done.stdout
+    assert allocated == fits, (
+        f"{megabytes} MB under {memory_mechanism()} at {GRADER_MEMORY_BYTES >> 20} MB: "
+        f"{'allocated' if allocated else 'refused'} (exit {done.returncode}, {done.stderr[-300:]!r})")
 
 
 def test_watch_reports_every_kind_of_change(tmp_path: Path) -> None:

@@ -160,11 +160,10 @@ def load_schema() -> dict[str, Any]:
 
 def validate(results: dict[str, Any]) -> None:
     """Raise jsonschema.ValidationError unless `results` matches results_schema.json."""
-    # Imported here: processes that only read or copy results (local grading) skip its import,
-    # which takes most of a second where the instructor venv adds jsonschema's format checkers.
-    import jsonschema
+    # Imported here: processes that only read or copy results (local grading) skip its import.
+    from autograder.harness.schema import jsonschema
 
-    jsonschema.Draft202012Validator(load_schema()).validate(results)
+    jsonschema().Draft202012Validator(load_schema()).validate(results)
 
 
 def validate_file(path: Path) -> None:
