@@ -53,7 +53,7 @@ PARALLEL_RUNS = 2
 # set in the grader's environment the draws are seeded, so both modes of one submission see the same.
 GRADING_SEED = "KVLAB_GRADING_SEED"
 # Submissions graded by one subprocess: they share its start-up (numpy, pytest, the harness).
-BATCH_SIZE = 4
+BATCH_SIZE = 6
 # The grader's modes, in the order a batch runs them.
 MODES = ("sandbox", "inprocess")
 # In the tests root of these checks, hidden tests' results carry this visibility and public tests'

@@ -69,12 +69,15 @@ VENV = Path(sys.prefix)
 SITE_PACKAGES = Path(sysconfig.get_paths()["purelib"])
 IS_ROOT = os.geteuid() == 0
 
-# Small limits keep the whole suite near a minute on 2 cores: 2 s per call into student code and 30 s
-# per grading (10 s for the cases that hang on purpose); a grading may overrun its budget by at most
-# one test (which is itself capped at the budget) plus start-up and validation.
+# Small limits keep the suite short: 2 s per call into student code and 30 s per grading (less for
+# the cases that hang or burn CPU on purpose); a grading may overrun its budget by at most one test
+# (which is itself capped at the budget) plus start-up and validation.
 CALL_TIMEOUT = 2.0
 TIME_BUDGET = 30.0
 START_AND_CHECK_SECONDS = 20.0
+# The budget of the cases that burn CPU until the budget runs out: three calls' worth is enough to
+# show that the remaining tests are not run.
+BURN_BUDGET = 6.0
 # Gradings run at once (threads waiting on processes); each is a python process plus the worker.
 PARALLEL = 3
 # The campaign (every grading, once per session) runs in the setup of the first test that uses it;
@@ -189,9 +192,9 @@ CASES = [
     Case("course library patched in memory", "no_update", "patch_library_in_memory"),
     Case("course library patched on disk", "no_decode", "patch_library_on_disk", says=("HOSTILE could not",),
          writes_grader_files=True),
-    Case("infinite loop in a call", "no_decode", "infinite_loop", breaks=True, budget=10.0,
+    Case("infinite loop in a call", "no_decode", "infinite_loop", breaks=True, budget=BURN_BUDGET,
          says=("did not finish within the time limit of 2 s", "not run: the earlier tests used up the time")),
-    Case("every call just under the timeout", "no_decode", "slow_calls", breaks=True, budget=10.0,
+    Case("every call just under the timeout", "no_decode", "slow_calls", breaks=True, budget=BURN_BUDGET,
          says=("not run: the earlier tests used up the time",)),
     Case("memory bomb", "no_decode", "memory_bomb", says=("MemoryError", "may use at most 512 MB of memory")),
     Case("fork bomb", "no_decode", "fork_bomb", says=("HOSTILE fork refused",)),
@@ -225,7 +228,7 @@ CASES = [
     Case("filling the disk, no bubblewrap", "no_decode", "fill_disk", bubblewrap=False,
          says=("its folder held more than 64 MB",)),
     # Time (issue 8, class 6): the per-call limit is the worker's CPU time, the wall clock a backstop.
-    Case("every call just under the CPU limit", "no_decode", "cpu_just_under_limit", breaks=True, budget=10.0,
+    Case("every call just under the CPU limit", "no_decode", "cpu_just_under_limit", breaks=True, budget=BURN_BUDGET,
          says=("not run: the earlier tests used up the time",)),
     Case("a call that sleeps forever", "no_decode", "sleep_forever", breaks=True, budget=15.0,
          says=("of wall-clock time", "not run: the earlier tests used up the time")),
