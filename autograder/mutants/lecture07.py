@@ -111,6 +111,13 @@ MUTANTS = [
         ("paged_sequence",), "slots must raise ValueError",
     ),
     Mutant(
+        "slots_accepts_negative_count", PAGED,
+        (("if start < 0 or n < 0 or start + n > len(self.blocks) * size:",
+          "if start < 0 or start + n > len(self.blocks) * size:"),),
+        "slots(start, n) with a negative n returns empty arrays instead of raising ValueError",
+        ("paged_sequence",), "a negative n must raise ValueError",
+    ),
+    Mutant(
         "sequences_share_one_block_list", PAGED,
         (("    def __init__(self, pool: BlockPool) -> None:\n        # BEGIN SOLUTION\n        self.pool = pool\n"
           "        self.blocks: list[int] = []\n",

@@ -346,14 +346,17 @@ def one_block_pool(student: Any, block_size: int, *dtype: Any) -> Any:
 
 
 def slots_edge_problem(what: str, seq: Any, blocks: list[int]) -> str | None:
-    """The edges of `slots` on `what` (a sequence holding `blocks`): slots(-1, 1) raises ValueError,
-    and slots(start, 0) returns two empty int arrays, at start 0 and at the end of the blocks."""
+    """The edges of `slots` on `what` (a sequence holding `blocks`): slots(-1, 1) and slots(0, -1)
+    raise ValueError, and slots(start, 0) returns two empty int arrays, at start 0 and at the end of
+    the blocks."""
     size = seq.pool.block_size
-    problem = raise_problem(f"slots(-1, 1) on {what}", functools.partial(seq.slots, -1, 1), ValueError,
-                            "position -1 does not exist: a negative start must raise ValueError (it must not "
-                            "index from the end of blocks)")
-    if problem:
-        return problem
+    for call, because in (((-1, 1), "position -1 does not exist: a negative start must raise ValueError (it must "
+                                     "not index from the end of blocks)"),
+                          ((0, -1), "a negative count asks for no position that exists: a negative n must raise "
+                                    "ValueError (it must not return empty arrays)")):
+        problem = raise_problem(f"slots{call} on {what}", functools.partial(seq.slots, *call), ValueError, because)
+        if problem:
+            return problem
     for start in sorted({0, len(blocks) * size}):
         result, error = outcome(functools.partial(seq.slots, start, 0))
         call = f"slots({start}, 0) on {what}"
