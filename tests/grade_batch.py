@@ -5,9 +5,9 @@
 JOBS.json is a list of {"assignment", "submission", "tests_root", "out"}; for each, the grader's
 own entry `autograder.harness.run.run` (what Gradescope's run_autograder calls) writes
 out/sandbox.json and out/inprocess.json, and what it printed to stderr (where a grader fault's
-traceback goes) to out/sandbox.log and out/inprocess.log. The submissions share this process's start-up (numpy,
-pytest, the harness); each one's modules are unloaded after its in-process run, so the next
-submission imports its own files even where one submitted module imports another by name.
+traceback goes) to out/sandbox.log and out/inprocess.log. The submissions share this process's
+start-up (numpy, pytest, the harness); each one's modules are unloaded after its in-process run, so
+the next submission imports its own files even where one submitted module imports another by name.
 """
 from __future__ import annotations
 

@@ -167,9 +167,9 @@ def load_schema() -> dict[str, Any]:
 def parse_assignment(data: Any, root: Path, where: str = "assignment.json") -> Assignment:
     """Validate the parsed JSON `data` and build an Assignment whose parts live under `root`."""
     # Imported here: `python -m autograder.harness.assignment` (the Makefile's list) runs on any python3.
-    from autograder.harness.schema import jsonschema as imported
+    from autograder.harness import schema
 
-    jsonschema = imported()
+    jsonschema = schema.jsonschema()
 
     errors = sorted(jsonschema.Draft202012Validator(load_schema()).iter_errors(data),
                     key=lambda e: (list(map(str, e.absolute_path)), e.message))
