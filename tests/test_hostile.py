@@ -22,7 +22,8 @@ fixture; each test then checks one case's outcome.
 
 Every grading runs under a real memory limit of 768 MB for the whole grader (Gradescope's box): a
 memory cgroup v2 when root can make one, else RLIMIT_AS on run_autograder (see `memory_limited`).
-A grading the kernel cut short for memory fails its case, whatever results.json says.
+Each grading must still end graded; a case's failure message says how many of its processes the
+kernel killed for memory (the worker volunteers first; known under a cgroup only).
 
 As root the worker runs as an unprivileged user under bubblewrap, and every case (but the few
 NOT_WITHOUT_BUBBLEWRAP lists, with the reason) is graded a second time as Gradescope's Docker grades:
@@ -394,14 +395,14 @@ def environment(layout: Path) -> dict[str, Any]:
     }
 
 
+def changed_paths(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
+    """The first ten paths added, removed or changed between two fingerprints."""
+    return sorted(k for k in old.keys() | new.keys() if old.get(k) != new.get(k))[:10]
+
+
 def differences(before: dict[str, Any], after: dict[str, Any]) -> dict[str, list[str]]:
-    changed = {}
-    for part, old in before.items():
-        new = after[part]
-        paths = sorted(k for k in old.keys() | new.keys() if old.get(k) != new.get(k))
-        if paths:
-            changed[part] = paths[:10]
-    return changed
+    changed = {part: changed_paths(old, after[part]) for part, old in before.items()}
+    return {part: paths for part, paths in changed.items() if paths}
 
 
 def processes_mentioning(text: str) -> list[str]:
@@ -535,8 +536,11 @@ def memory_limited(command: list[str], name: str) -> tuple[list[str], Path | Non
     return ["sh", "-c", f'ulimit -v {GRADER_MEMORY_BYTES >> 10} && exec "$@"', "sh", *command], None
 
 
-def release_cgroup(group: Path) -> tuple[int | None, int]:
-    """(peak bytes, OOM kills) of a grading's cgroup, which is then removed (once its processes are)."""
+def release_cgroup(group: Path | None) -> tuple[int | None, int]:
+    """(peak bytes, OOM kills) of a grading's cgroup, which is then removed (once its processes are);
+    (None, 0) under RLIMIT_AS, which has no cgroup to read."""
+    if group is None:
+        return None, 0
     peak_file = group / "memory.peak"
     peak = int(peak_file.read_text()) if peak_file.exists() else None
     events = dict(line.split() for line in (group / "memory.events").read_text().splitlines())
@@ -585,7 +589,7 @@ def grade(layout: Path, files: dict[str, str], env: dict[str, str], budget: floa
         out, _ = process.communicate()
         out += b"\n[test_hostile: run_autograder was killed: it ran far past its budget]\n"
     seconds = time.monotonic() - started
-    memory_peak, oom_kills = release_cgroup(group) if group is not None else (None, 0)
+    memory_peak, oom_kills = release_cgroup(group)
     path = layout / "results" / "results.json"
     results, problem = None, None
     try:
@@ -676,7 +680,7 @@ def campaign(tmp_path_factory: pytest.TempPathFactory) -> Campaign:
             honest = {name: job.result() for name, job in honest_jobs.items()}
             outcomes = {name: job.result() for name, job in case_jobs.items()}
         canary_text = canary.read_text() if IS_ROOT else "canary\n"
-        interpreter_changed = differences({"": interpreter_before}, {"": interpreter_state()}).get("", [])
+        interpreter_changed = changed_paths(interpreter_before, interpreter_state())
         left_behind = set(grading_tmp.iterdir())
     finally:
         canary.unlink(missing_ok=True)
@@ -915,7 +919,7 @@ def grade_lecture07(submission: Path, tests_root: Path, env: dict[str, str]) -> 
                                      str(tests_root)], f"{L07}-{submission.name}")
     done = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
     seconds = time.monotonic() - started
-    memory_peak, oom_kills = release_cgroup(group) if group is not None else (None, 0)
+    memory_peak, oom_kills = release_cgroup(group)
     try:
         graded, problem = json.loads(results.read_text(encoding="utf-8")), None
         validate(graded)
@@ -1053,8 +1057,7 @@ def test_the_graders_memory_limit_is_real(megabytes: int, fits: bool) -> None:
     script = f"import numpy; a = numpy.ones({megabytes << 17}); print('allocated', a.nbytes)"
     command, group = memory_limited([sys.executable, "-c", script], f"probe-{megabytes}")
     done = subprocess.run(command, capture_output=True, text=True, timeout=120, check=False)
-    if group is not None:
-        release_cgroup(group)
+    release_cgroup(group)
     allocated = done.returncode == 0 and "allocated" in done.stdout
     assert allocated == fits, (
         f"{megabytes} MB under {memory_mechanism()} at {GRADER_MEMORY_BYTES >> 20} MB: "
