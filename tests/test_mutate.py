@@ -119,11 +119,20 @@ def test_a_hanging_run_counts_as_killed_by_timeout(tmp_path: Path) -> None:
 
 def test_short_sweep_of_lecture02_kills(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "results.json"
-    code = mutate.main(["lecture02", "--limit", "3", "--json", str(out)])
+    equivalent = mutate.load_equivalents("lecture02")
+    picked = [m.id for m in mutate.generate(mutate.REPO / "solutions" / "lecture02") if m.id not in equivalent][5:9]
+    code = mutate.main(["lecture02", "--limit", "3", "--json", str(out), *(f"--mutant={i}" for i in picked)])
     printed = capsys.readouterr().out
     assert code == 0, f"the sweep exited with {code}:\n{printed}"
     results = json.loads(out.read_text(encoding="utf-8"))
     run = [m for m in results["mutants"] if m["equivalent"] is None]
     assert len(run) == 3, f"--limit 3 ran {len(run)} mutants"
+    assert {m["id"] for m in run} <= set(picked), f"--mutant chose {picked}, the sweep ran {[m['id'] for m in run]}"
     assert results["rates"]["hidden"]["killed"] >= 1, f"no mutant killed by the hidden suite:\n{printed}"
     assert "hidden kill rate" in printed and "public kill rate" in printed, f"the rates are not printed:\n{printed}"
+
+
+def test_an_unknown_mutant_id_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        mutate.main(["lecture02", "--mutant", "kv_decode.py:nothing:000000000000:0"])
+    assert "no such mutant" in capsys.readouterr().err, "an unknown --mutant id was not named"

@@ -35,7 +35,7 @@ runs one test command; cosmic-ray mutates the files in place and runs one test c
 session. Neither restricts mutations to the solution markers nor tests a copy of the folder
 against two suites.
 
-    python -m tools.mutate lecture02 [--jobs N] [--limit N] [--file F] [--only hidden|public]
+    python -m tools.mutate lecture02 [--jobs N] [--limit N] [--file F] [--mutant ID ...] [--only hidden|public]
                                      [--timeout S] [--json OUT]
 
 The suites run in this process's environment: lecture 7's hidden tests on Mooncake's real trace
@@ -452,6 +452,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--limit", type=int, help="test only the first N mutants that are not listed as equivalent")
     parser.add_argument("--file", help="mutate only this file of the solution folder, e.g. paged_kv.py")
     parser.add_argument("--only", choices=SUITES, help="run only this suite")
+    parser.add_argument("--mutant", action="append", metavar="ID",
+                        help="run only this mutant (its id as the sweep prints it; repeatable), e.g. to re-check survivors")
     parser.add_argument("--timeout", type=float,
                         help="seconds a suite run may take before the mutant counts as killed by timeout "
                              "(default: 10 times the reference solution's run, plus 10)")
@@ -470,7 +472,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     everything = generate(solution)
     equivalents = load_equivalents(args.assignment)
     stale = sorted(set(equivalents) - {m.id for m in everything})
-    chosen = [m for m in everything if args.file in (None, m.file)]
+    unknown = sorted(set(args.mutant or ()) - {m.id for m in everything})
+    if unknown:
+        parser.error(f"no such mutant of {args.assignment}: {', '.join(unknown)}")
+    chosen = [m for m in everything if args.file in (None, m.file) and (not args.mutant or m.id in args.mutant)]
     results = [Result(m, equivalent=equivalents.get(m.id)) for m in chosen]
     to_run = [r for r in results if r.equivalent is None][:args.limit]
     if args.limit is not None:
