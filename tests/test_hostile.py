@@ -15,10 +15,14 @@ like /autograder, `source/run_autograder` run there. For every case:
    KVLAB_TIME_BUDGET, see autograder/harness/run.py);
 5. nothing is left behind: the repository's kvlab, hidden tests and solutions, the venv, the
    layout's source/ are unchanged, no process of the grading remains, nothing the payload planted
-   ever runs, and the reference solution graded next in the same folder gets full marks.
+   ever runs, and the reference solution graded later in the same folder gets full marks.
 
-The cases run in parallel threads (each grading is a separate process tree) from one session
-fixture; each test then checks one case's outcome.
+Cases are graded in chains (CHAIN_LENGTH of one mode, with or without bubblewrap): one folder laid
+out like /autograder takes the chain's cases as successive submissions, then the reference
+solution. Whatever a case planted there has every later grading of its chain to run in or to
+spoil; a reference that loses points names the chain. The chains run in parallel threads (each
+grading is a separate process tree) from one session fixture; each test then checks one case's
+outcome.
 
 Every grading runs under a real memory limit of 768 MB for the whole grader (Gradescope's box): a
 memory cgroup v2 when root can make one, else RLIMIT_AS on run_autograder (see `memory_limited`).
@@ -81,6 +85,10 @@ START_AND_CHECK_SECONDS = 20.0
 BURN_BUDGET = 6.0
 # Gradings run at once (threads waiting on processes); each is a python process plus the worker.
 PARALLEL = 3
+# Cases graded one after another in one folder, then the reference once (see run_chain): what a case
+# leaves for later submissions has the rest of its chain to show, and the suite grades the
+# reference 20 times instead of 80.
+CHAIN_LENGTH = 4
 # The campaign (every grading, once per session) runs in the setup of the first test that uses it;
 # on a busy 2-core machine it takes minutes, beyond the suite's default per-test timeout.
 CAMPAIGN_TIMEOUT = 1800
@@ -483,7 +491,8 @@ class Graded:
 @dataclass
 class Outcome:
     hostile: Graded
-    clean: Graded
+    clean: Graded  # the reference, graded in the same folder after the case's chain (see run_chain)
+    chain: list[str]  # the cases graded in that folder before the reference, this one among them
     changed: dict[str, list[str]]
     stray: list[str]
     planted_ran: list[str]
@@ -563,9 +572,6 @@ def make_layout(root: Path, package: Path) -> Path:
     unpack(package, root / "source")
     (root / "source").chmod(0o700)
     (root / "results").mkdir()
-    marker = root / "marker"
-    marker.mkdir()
-    os.chmod(marker, 0o777)
     return root
 
 
@@ -600,31 +606,54 @@ def grade(layout: Path, files: dict[str, str], env: dict[str, str], budget: floa
     return Graded(results, problem, out.decode(errors="replace"), seconds, memory_peak, oom_kills)
 
 
-def run_case(case: Case, package: Path, base: Path, env: dict[str, str]) -> Outcome:
-    if not case.bubblewrap:
+def chains(cases: list[Case]) -> list[list[Case]]:
+    """The cases in chains of at most CHAIN_LENGTH that share a mode (with or without bubblewrap);
+    a case that can write the grader's files (not as root) gets a chain of its own, so that no
+    other case is graded by a grader it changed."""
+    result = [[case] for case in cases if case.writes_grader_files and not IS_ROOT]
+    for mode in (True, False):
+        shared = [case for case in cases if case.bubblewrap is mode and [case] not in result]
+        result += [shared[i:i + CHAIN_LENGTH] for i in range(0, len(shared), CHAIN_LENGTH)]
+    return result
+
+
+def run_chain(chain: list[Case], package: Path, base: Path, env: dict[str, str]) -> dict[str, Outcome]:
+    """The chain's cases one after another in one folder laid out like /autograder, as successive
+    submissions, then the reference solution: what each grading leaves there is checked after it,
+    and whatever a case planted has every later grading of the chain to run in."""
+    if not chain[0].bubblewrap:
         env = gradescope_env(env)
-    layout = make_layout(base / re.sub(r"\W+", "-", case.name), package)
-    marker = str(layout / "marker")
-    submitted = HONEST[case.honest] + ("\n\n# ----- hostile payload -----\n" + case.payload if case.payload else "")
-    submitted = submitted.replace("@MARKER@", marker)
-    files = {"kv_decode.py": submitted, **{k: v.replace("@MARKER@", marker) for k, v in case.files.items()}}
+    layout = make_layout(base / re.sub(r"\W+", "-", chain[0].name), package)
+    graded = []
+    for case in chain:
+        marker = layout / f"marker-{CASES.index(case)}"
+        marker.mkdir()
+        os.chmod(marker, 0o777)
+        submitted = (HONEST[case.honest] + ("\n\n# ----- hostile payload -----\n" + case.payload if case.payload else "")
+                     ).replace("@MARKER@", str(marker))
+        files = {"kv_decode.py": submitted, **{k: v.replace("@MARKER@", str(marker)) for k, v in case.files.items()}}
+        before = environment(layout)
+        hostile = grade(layout, files, env, case.budget)
+        changed = differences(before, environment(layout))
+        graded.append((case, marker, submitted, hostile, changed, stray_processes(layout)))
     before = environment(layout)
-    hostile = grade(layout, files, env, case.budget)
-    after_hostile = environment(layout)
-    # The next submission in the same folder: the reference solution.
     clean = grade(layout, {"kv_decode.py": SOLUTION.read_text()}, env, TIME_BUDGET)
-    after_clean = environment(layout)
-    changed = differences(before, after_hostile)
-    for part, paths in differences(after_hostile, after_clean).items():
-        changed.setdefault(part + " (after the clean grading)", paths)
-    stray = []
+    after_clean = {part + " (after the reference's grading)": paths
+                   for part, paths in differences(before, environment(layout)).items()}
+    names = [case.name for case in chain]
+    return {case.name: Outcome(hostile, clean, names, {**changed, **after_clean}, stray, sorted(os.listdir(marker)),
+                               submitted)
+            for case, marker, submitted, hostile, changed, stray in graded}
+
+
+def stray_processes(layout: Path) -> list[str]:
+    """Processes still naming the layout's folders a few seconds after its grading ended."""
     deadline = time.monotonic() + 3.0
     while True:  # bubblewrap's command line names the layout's folders
         stray = processes_mentioning(f"{layout}/")  # the slash: another case's name may extend this one's
         if not stray or time.monotonic() > deadline:
-            break
+            return stray
         time.sleep(0.1)
-    return Outcome(hostile, clean, changed, stray, sorted(os.listdir(marker)), submitted)
 
 
 @dataclass
@@ -676,9 +705,9 @@ def campaign(tmp_path_factory: pytest.TempPathFactory) -> Campaign:
             for name, text in HONEST.items():
                 layout = make_layout(base / f"honest-{name}", package)
                 honest_jobs[name] = pool.submit(grade, layout, {"kv_decode.py": text}, env, TIME_BUDGET)
-            case_jobs = {case.name: pool.submit(run_case, case, package, base, env) for case in runnable}
+            chain_jobs = [pool.submit(run_chain, chain, package, base, env) for chain in chains(runnable)]
             honest = {name: job.result() for name, job in honest_jobs.items()}
-            outcomes = {name: job.result() for name, job in case_jobs.items()}
+            outcomes = {name: outcome for job in chain_jobs for name, outcome in job.result().items()}
         canary_text = canary.read_text() if IS_ROOT else "canary\n"
         interpreter_changed = changed_paths(interpreter_before, interpreter_state())
         left_behind = set(grading_tmp.iterdir())
@@ -695,7 +724,7 @@ def campaign(tmp_path_factory: pytest.TempPathFactory) -> Campaign:
     for name, outcome in outcomes.items():
         score = outcome.hostile.results and outcome.hostile.results["score"]
         peak = outcome.hostile.memory_peak
-        print(f"  {name}: score {score}, {outcome.hostile.seconds:.1f} s (+ clean {outcome.clean.seconds:.1f} s)"
+        print(f"  {name}: score {score}, {outcome.hostile.seconds:.1f} s (chain's reference {outcome.clean.seconds:.1f} s)"
               + (f", peak {peak >> 20} MB" if peak is not None else ""))
     return Campaign(honest, outcomes, sandbox_before, sandbox_processes(grading_tmp), seconds, left_behind,
                     grading_tmp, interpreter_changed)
@@ -798,8 +827,8 @@ def test_hostile_submission(campaign: Campaign, case: Case) -> None:
     clean = outcome.clean
     assert clean.results is not None, f"the next submission got no valid results.json: {clean.problem}"
     assert clean.results["extra_data"]["status"] == "graded" and clean.results["score"] == 100, (
-        f"the reference graded right after the attack scored {clean.results['score']} "
-        f"({clean.results['extra_data']['status']}): {clean.results['output'][:2000]}"
+        f"the reference, graded in the same folder after the cases {outcome.chain} (this one among them), scored "
+        f"{clean.results['score']} ({clean.results['extra_data']['status']}): {clean.results['output'][:2000]}"
     )
 
 

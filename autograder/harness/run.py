@@ -333,8 +333,11 @@ def run_pytest(assignment: Assignment, grading: Grading, private: Path) -> int:
                           f"{assignment.hidden_tests} exists")
     args = [
         *map(str, folders),
-        "-p", "autograder.harness.plugin", "--noconftest", "--assert=plain",
-        "-p", "no:cacheprovider", "-p", "no:randomly",
+        # Only the plugins named here: none of what happens to be installed (the instructor venv
+        # adds xdist, anyio and hypothesis' reporting, ~0.2 s of imports per grading, and any
+        # plugin could change how tests run). pytest-timeout gives the tests' timeout marks.
+        "--disable-plugin-autoload", "-p", "pytest_timeout",
+        "-p", "autograder.harness.plugin", "--noconftest", "--assert=plain", "-p", "no:cacheprovider",
         "-c", str(ini), "--rootdir", str(private),
         # The terminal output (the staff's log on Gradescope) carries no test source and no student
         # text: no tracebacks, no summary. Each test's outcome and message are in results.json.
