@@ -11,6 +11,8 @@ from __future__ import annotations
 import importlib
 import json
 import os
+import random
+import secrets
 import subprocess
 import sys
 import tempfile
@@ -31,6 +33,35 @@ LOGIT_ATOL = 1e-9
 # The same comparison in float32 (24-bit mantissa, ~1e-7 relative): summation-order differences on
 # logits of a few units reach ~1e-6, while real bugs still move them by 1e-3 or more.
 FLOAT32_LOGIT_ATOL = 1e-4
+
+
+# Where the hidden checks' draws come from: the system's randomness in a real grading; a seeded
+# generator when the grader's own environment (never the student's process) sets
+# $KVLAB_GRADING_SEED, so that the repository's tests of the tests can grade one submission twice
+# (sandboxed, in-process) and compare.
+_SEED = os.environ.get("KVLAB_GRADING_SEED", "")
+_DRAWS = random.Random(int(_SEED)) if _SEED.isdigit() else secrets.SystemRandom()
+
+
+# The draws of the test running now, for the staff's record (the grader's take_draws()).
+_DRAWN: list[int] = []
+
+
+def drawn(low: int, high: int) -> int:
+    """An int in low .. high drawn anew in every grading run, for hidden checks on fixed data (a real
+    trace, a real model): resubmitting cannot collect a table of expected values to answer from.
+    The grader records each test's draws in results.json (the test's extra_data, which Gradescope
+    shows the staff, not the student)."""
+    value = _DRAWS.randint(low, high)
+    _DRAWN.append(value)
+    return value
+
+
+def take_draws() -> list[int]:
+    """The values drawn since the last call, in order (the grader calls it as each test ends)."""
+    values = _DRAWN[:]
+    _DRAWN.clear()
+    return values
 
 
 class SubmissionError(Exception):

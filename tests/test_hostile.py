@@ -899,10 +899,15 @@ L07 = "lecture07"
 @dataclass(frozen=True)
 class TaskCase:
     name: str
-    honest: str  # a mutant of lecture 7's catalog
+    honest: str  # a mutant of the assignment's catalog
     folder: str  # tests/hostile/<folder>/payload.py, appended to the mutant's file
     says: tuple[str, ...] = ()
     root_only: str = ""
+    assignment: str = L07
+    # Issue 8, class 2: the honest part's graded outputs (what a student reads in an earlier
+    # results.json) are submitted beside the payload as harvest.json, for it to answer from. The
+    # outputs must mention this call: the attack had something to aim at.
+    harvest: str = ""
 
     @property
     def payload(self) -> str:
@@ -929,6 +934,15 @@ TASK_CASES = [
              says=("did not finish within",)),
     TaskCase("eviction deferred to the next question past the guard", "lru_victim_by_scan",
              "guard_deferred_to_questions", says=("did not finish within",)),
+    # Expected values harvested from an earlier grading and answered from a table (issue 8, class 2).
+    TaskCase("kv byte counts answered from harvested messages", "bytes_per_token_without_factor_2",
+             "harvest_kv_bytes", says=("factor 2 (K and V are both stored) is missing",), assignment="lecture02",
+             harvest="kv_cache_bytes("),
+    TaskCase("hit ratios answered from harvested messages", "hit_ratio_mean_of_request_ratios", "harvest_hit_ratio",
+             says=("a mean of per-request ratios",), harvest="hit_ratio(make_trace(), capacity="),
+    TaskCase("MLA byte counts answered from harvested messages", "mla_treated_as_gqa", "harvest_mla_bytes",
+             says=("MLA treated as per-head",), assignment="module06",
+             harvest="kv_bytes_per_token(the published DeepSeek-V3 config"),
 ]
 TASK_CASE_IDS = [re.sub(r"[^\w.]+", "-", case.name).strip("-") for case in TASK_CASES]
 
@@ -940,12 +954,12 @@ run(sys.argv[1], Path(sys.argv[2]), Path(sys.argv[3]), mode="sandbox", tests_roo
 """
 
 
-def grade_lecture07(submission: Path, tests_root: Path, env: dict[str, str]) -> Graded:
+def grade_tasks(assignment: str, submission: Path, tests_root: Path, env: dict[str, str]) -> Graded:
     """Grade `submission` against `tests_root` in a subprocess, sandboxed, as the grader does."""
     results = submission.parent / f"{submission.name}.json"
     started = time.monotonic()
-    command, group = memory_limited([sys.executable, "-c", GRADE_ONE, L07, str(submission), str(results),
-                                     str(tests_root)], f"{L07}-{submission.name}")
+    command, group = memory_limited([sys.executable, "-c", GRADE_ONE, assignment, str(submission), str(results),
+                                     str(tests_root)], f"{assignment}-{submission.name}")
     done = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
     seconds = time.monotonic() - started
     memory_peak, oom_kills = release_cgroup(group)
@@ -959,48 +973,61 @@ def grade_lecture07(submission: Path, tests_root: Path, env: dict[str, str]) -> 
 
 @dataclass
 class TaskCampaign:
-    honest: dict[str, Graded]
+    honest: dict[tuple[str, str], Graded]  # (assignment, mutant) -> its grading
     hostile: dict[str, tuple[Graded, str]]  # case name -> (grading, what was submitted)
+
+
+def harvest_then_grade(case: TaskCase, honest: concurrent.futures.Future[Graded], folder: Path, tests_root: Path,
+                       env: dict[str, str]) -> Graded:
+    """The harvest case's second submission: the honest part's outputs beside the payload, graded."""
+    graded = honest.result()
+    outputs = [test["output"] for test in graded.results["tests"]] if graded.results else []
+    (folder / "harvest.json").write_text(json.dumps(outputs), encoding="utf-8")
+    return grade_tasks(case.assignment, folder, tests_root, env)
 
 
 @pytest.fixture(scope="session")
 def task_campaign(tmp_path_factory: pytest.TempPathFactory) -> TaskCampaign:
-    """Every lecture-7 honest mutant and every case, graded once, in parallel."""
+    """Every honest mutant and every case, graded once, in parallel (a harvest case after its honest part)."""
     from autograder import mutants
     from suite_support import Suite
 
-    base = tmp_path_factory.mktemp("hostile-lecture07")
-    suite = Suite(load_assignment(L07, REPO))
-    catalog = {mutant.name: mutant for mutant in suite.catalog}
+    base = tmp_path_factory.mktemp("hostile-tasks")
     env = {**{k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "KVLAB_"))},
            "KVLAB_CALL_TIMEOUT": str(CALL_TIMEOUT), "PYTHONDONTWRITEBYTECODE": "1", "PYTHONPATH": str(REPO)}
     runnable = [case for case in TASK_CASES if IS_ROOT or not case.root_only]
-    roots = {}
-    for name in sorted({case.honest for case in runnable}):
-        mutant = catalog[name]
-        roots[name] = suite.tests_root(base / f"tests-{name}", mutant.tasks)
-        mutants.apply(mutant, suite.assignment.solution, base / f"honest-{name}")
+    suites = {name: Suite(load_assignment(name, REPO)) for name in {case.assignment for case in runnable}}
+    catalogs = {name: {mutant.name: mutant for mutant in suite.catalog} for name, suite in suites.items()}
+    roots, folders = {}, {}
+    for key in sorted({(case.assignment, case.honest) for case in runnable}):
+        suite, mutant = suites[key[0]], catalogs[key[0]][key[1]]
+        roots[key] = suite.tests_root(base / f"tests-{key[0]}-{key[1]}", mutant.tasks)
+        folders[key] = mutants.apply(mutant, suite.assignment.solution, base / f"honest-{key[0]}-{key[1]}")
     submitted = {}
     for case in runnable:
         folder = base / f"case-{case.folder}"
-        shutil.copytree(base / f"honest-{case.honest}", folder)
-        target = folder / catalog[case.honest].file
+        shutil.copytree(folders[case.assignment, case.honest], folder)
+        target = folder / catalogs[case.assignment][case.honest].file
         target.write_text(target.read_text(encoding="utf-8") + "\n\n" + case.payload, encoding="utf-8")
         submitted[case.name] = (folder, "\n".join(p.read_text(encoding="utf-8") for p in sorted(folder.glob("*.py"))))
     with concurrent.futures.ThreadPoolExecutor(PARALLEL) as pool:
-        honest_jobs = {name: pool.submit(grade_lecture07, base / f"honest-{name}", roots[name], env) for name in roots}
-        case_jobs = {case.name: pool.submit(grade_lecture07, submitted[case.name][0], roots[case.honest], env)
-                     for case in runnable}
-        honest = {name: job.result() for name, job in honest_jobs.items()}
+        # Submitted first, so that a harvest case waiting for its honest part never holds the pool.
+        honest_jobs = {key: pool.submit(grade_tasks, key[0], folders[key], roots[key], env) for key in roots}
+        case_jobs = {}
+        for case in runnable:
+            key, folder = (case.assignment, case.honest), submitted[case.name][0]
+            case_jobs[case.name] = (pool.submit(harvest_then_grade, case, honest_jobs[key], folder, roots[key], env)
+                                    if case.harvest else pool.submit(grade_tasks, case.assignment, folder, roots[key], env))
+        honest = {key: job.result() for key, job in honest_jobs.items()}
         hostile = {name: (job.result(), submitted[name][1]) for name, job in case_jobs.items()}
     return TaskCampaign(honest, hostile)
 
 
 @pytest.mark.parametrize("case", TASK_CASES, ids=TASK_CASE_IDS)
-def test_lecture07_attack_gains_nothing(task_campaign: TaskCampaign, case: TaskCase) -> None:
+def test_task_attack_gains_nothing(task_campaign: TaskCampaign, case: TaskCase) -> None:
     if case.root_only and not IS_ROOT:
         pytest.skip(f"needs root-level isolation: {case.root_only}")
-    honest_graded = task_campaign.honest[case.honest]
+    honest_graded = task_campaign.honest[case.assignment, case.honest]
     hostile, submitted = task_campaign.hostile[case.name]
     assert honest_graded.results is not None, f"the honest part {case.honest}: {honest_graded.problem}\n{honest_graded.log}"
     assert hostile.results is not None, f"no valid results.json: {hostile.problem}\n{hostile.log}"
@@ -1019,6 +1046,71 @@ def test_lecture07_attack_gains_nothing(task_campaign: TaskCampaign, case: TaskC
         assert text in outputs, f"no failed test's output says {text!r}; outputs include:\n{outputs[:3000]}"
     found = leaks(all_text(results), submitted)
     assert not found, f"results.json shows hidden-test or solution text: {found[:3]}"
+    if case.harvest:
+        harvested = "\n".join(t["output"] for t in honest["tests"])
+        assert case.harvest in harvested, (
+            f"the harvest had nothing to aim at: no output of the honest grading mentions {case.harvest!r}")
+
+
+# What a harvest payload must answer when an output reveals the value: (made-up outputs as a
+# revealing grader would print them, the call to make, the answer). Built from the checks' own
+# message functions where they have a revealing mode (the public tests use it).
+def revealing_outputs(folder: str) -> tuple[list[str], str, Any]:
+    sys.path[:0] = [str(REPO / "assignments" / "lecture02" / "tests"), str(REPO / "assignments" / "lecture07" / "tests"),
+                    str(REPO / "autograder" / "hidden" / "lecture07")]
+    try:
+        if folder == "harvest_kv_bytes":
+            from decode_checks import bytes_problem
+            text = bytes_problem("kv_cache_bytes(32, 8, 128, seq_len=5000, batch=3, dtype_bytes=2) (Llama-3.1-8B)", 1,
+                                 2 * 32 * 8 * 128 * 2 * 5000 * 3, {"batch": 3})
+            return [text], "kv_cache_bytes(32, 8, 128, 5000, 3, dtype_bytes=2)", 2 * 32 * 8 * 128 * 2 * 5000 * 3
+        if folder == "harvest_hit_ratio":
+            from _eviction_checks import HAND_BLOCK, HAND_TRACE, reference_hits
+            from eviction_checks import describe_call, hit_ratio_problem
+            call = describe_call("the 4-request hand trace", 2, "lru", HAND_BLOCK)
+            text = hit_ratio_problem(call, 0.5, None, HAND_TRACE, 2, "lru", HAND_BLOCK, replay=reference_hits)
+            hit, total = reference_hits(HAND_TRACE, 2, "lru", HAND_BLOCK)
+            return [text], f"hit_ratio([None] * 4, 2, 'lru', {HAND_BLOCK})", hit / total
+        return (["kv_bytes_per_token(the published DeepSeek-V3 config, dtype_bytes=2) returned 1, which is too little; "
+                 "expected 70,272"], "kv_bytes_per_token(CONFIGS['DeepSeek-V3'].config, 2)", 70_272)
+    finally:
+        del sys.path[:3]
+
+
+HARVEST_RUN = """
+import json, sys
+from pathlib import Path
+from kvlab.hf_configs import CONFIGS
+from kvlab.trace import BLOCK
+folder, call = Path(sys.argv[1]), sys.argv[2]
+def own(*args, **kwargs):
+    return -1
+namespace = {"__file__": str(folder / "submission.py"), "BLOCK": BLOCK, "kv_bytes_per_token": own,
+             "kv_cache_bytes": own, "hit_ratio": own, "CONFIGS": CONFIGS}
+exec(compile(Path(sys.argv[3]).read_text(), sys.argv[3], "exec"), namespace)
+print(json.dumps(eval(call, namespace)))
+"""
+
+
+@pytest.mark.parametrize("case", [case for case in TASK_CASES if case.harvest], ids=lambda case: case.folder)
+def test_harvest_payload_wins_where_a_value_is_revealed(case: TaskCase, tmp_path: Path) -> None:
+    """A harvest case proves something only if its payload would profit from a message that showed the
+    expected value: run (in a subprocess: no payload runs in the test process) on such outputs, it
+    answers the revealed call with the revealed value, and without them it falls back to its own."""
+    outputs, call, value = revealing_outputs(case.folder)
+    assert any(shown in text for text in outputs for shown in (repr(value), f"{value:,}")), (
+        f"the made-up outputs do not reveal {value!r}: {outputs}")
+    answers = []
+    for harvested in (outputs, []):
+        (tmp_path / "harvest.json").write_text(json.dumps(harvested), encoding="utf-8")
+        done = subprocess.run([sys.executable, "-c", HARVEST_RUN, str(tmp_path), call, str(HOSTILE_DIR / case.folder / "payload.py")],
+                              cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)}, capture_output=True, text=True,
+                              timeout=60)
+        assert done.returncode == 0, f"{case.folder}'s payload failed on made-up outputs:\n{done.stderr[-2000:]}"
+        answers.append(json.loads(done.stdout))
+    assert answers == [value, -1], (
+        f"{case.folder}'s payload answered {call} with {answers[0]!r} after a message revealing {value!r} "
+        f"(and {answers[1]!r} without one): it would not profit from a revealed value, so its case proves nothing")
 
 
 # ----- the runner's own defences, directly --------------------------------------------------------

@@ -46,7 +46,7 @@ from autograder.harness.sandbox import (
     WorkerDied,
     WorkerTimeout,
 )
-from kvlab.testing import Submission, SubmissionError, missing_file_message, task_of
+from kvlab.testing import Submission, SubmissionError, missing_file_message, take_draws, task_of
 
 
 # The worker stopped (or was stopped), or gave what the operation does not promise: their messages
@@ -325,6 +325,7 @@ class Grading:
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_setup(self, item: pytest.Item) -> None:
         item.stash.setdefault(OUTCOME, Outcome())
+        take_draws()  # a draw made outside a test (at import) belongs to none
         if time.monotonic() > self.deadline:
             pytest.fail("not run: the earlier tests used up the time the grader has for one submission "
                         "(your code may be too slow, or stuck until each call's timeout)")
@@ -376,6 +377,7 @@ class Grading:
         self.records.append(GradedTest(
             name=test_name(item), task=task, points=points, passed=not outcome.problems,
             output=with_captured_output("\n\n".join(outcome.problems), outcome.captured), hidden=hidden,
+            draws=tuple(take_draws()),
         ))
 
     # The student-facing message of a failure --------------------------------------------------

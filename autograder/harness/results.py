@@ -41,6 +41,7 @@ class GradedTest:
     passed: bool
     output: str
     hidden: bool
+    draws: tuple[int, ...] = ()  # what the test drew for this run (kvlab.testing.drawn), for the staff
 
 
 def truncate(text: str, limit: int) -> str:
@@ -120,6 +121,7 @@ def graded_results(assignment: Assignment, records: Sequence[GradedTest], execut
             "output": encodable(record.output),
             "tags": [record.task],
             "visibility": assignment.visibility[audience],
+            **({"extra_data": {"draws": list(record.draws)}} if record.draws else {}),
         })
     return {
         "score": _points(sum(t["score"] for t in tasks)),

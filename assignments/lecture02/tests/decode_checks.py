@@ -433,8 +433,12 @@ def work_problem(student: Any) -> str | None:
 # kv_bytes_per_token and kv_cache_bytes
 
 
-def bytes_problem(call: str, actual: Any, expected: int, factors: dict[str, int]) -> str | None:
-    """A byte count against the contract's formula; `factors` names each factor (to spot a missing one)."""
+def bytes_problem(call: str, actual: Any, expected: int, factors: dict[str, int], *, reveal: bool = True) -> str | None:
+    """A byte count against the contract's formula; `factors` names each factor (to spot a missing one).
+
+    reveal=False (hidden checks on real models) says whether the count is too large or too small and
+    which factor is missing, not the expected count: resubmitting cannot collect a table of them.
+    """
     if type(actual) is not int:
         return (f"{call} returned {actual!r} of type {type(actual).__name__}; the contract asks for a "
                 "plain Python int (not a numpy integer or a float: use int arithmetic, or wrap in int(...))")
@@ -442,7 +446,11 @@ def bytes_problem(call: str, actual: Any, expected: int, factors: dict[str, int]
         return None
     missing = [name for name, value in factors.items() if value != 1 and actual * value == expected]
     cause = f": the factor {' or '.join(missing)} is missing" if missing else ""
-    return f"{call} returned {actual}; expected {expected}{cause}"
+    if reveal:
+        return f"{call} returned {actual}; expected {expected}{cause}"
+    return (f"{call} returned {actual}, {'more' if actual > expected else 'less'} than the contract's product "
+            f"2 x n_layers x n_kv_heads x head_dim x dtype_bytes{' x seq_len x batch' if 'batch' in factors else ''}"
+            f"{cause}")
 
 
 def tied_params(seeds: range) -> tuple[dict[str, np.ndarray], np.ndarray, int, int]:

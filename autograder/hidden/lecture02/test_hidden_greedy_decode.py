@@ -21,7 +21,7 @@ from kvlab.model import generate
         ("MQA", 3, 4, 6),
         ("GQA", 2, 7, 1),
         ("MHA", 1, 1, 10),
-        ("MQA", 2, 3, 120),
+        ("MQA", 2, 3, 40),
     ],
 )
 def test_matches_reference(student: Any, config: str, batch: int, prompt_len: int, n_new: int) -> None:

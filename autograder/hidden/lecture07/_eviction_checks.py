@@ -16,15 +16,13 @@ from __future__ import annotations
 
 import functools
 import heapq
-import os
-import random
-import secrets
 from collections.abc import Iterable, Sequence
 from typing import Any
 
 import numpy as np
 
 from eviction_checks import CLASSES, Script
+from kvlab.testing import drawn
 from kvlab.trace import BLOCK, Request, load_mooncake_trace, mooncake_dir
 from paged_checks import describe_error, outcome
 
@@ -33,18 +31,6 @@ from paged_checks import describe_error, outcome
 # limit the handout states and the public timed tests use); this in-process limit is a little longer
 # so that there the worker's timeout, not this one, ends a slow call.
 GUARD_SECONDS = 12
-
-
-# Where the draws come from: the system's randomness in a real grading; a seeded generator when the
-# grader's own environment (never the student's process) sets $KVLAB_GRADING_SEED, so that the
-# repository's tests of the tests can grade one submission twice (sandboxed, in-process) and compare.
-_SEED = os.environ.get("KVLAB_GRADING_SEED", "")
-_DRAWS = random.Random(int(_SEED)) if _SEED.isdigit() else secrets.SystemRandom()
-
-
-def drawn(low: int, high: int) -> int:
-    """An int in low .. high drawn anew in every grading run (never a fixed, harvestable input)."""
-    return _DRAWS.randint(low, high)
 
 
 class ReferenceLRU:
