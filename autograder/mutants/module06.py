@@ -164,6 +164,16 @@ MUTANTS = [
            (("        if n_new > self.num_free_blocks:\n            return None\n        new = ",
              "        if n_new >= self.num_free_blocks:\n            return None\n        new = "),),
            "append_tokens refuses when exactly enough blocks are free", ("eviction", "serving"), "must succeed"),
+    Mutant("append_rehashes_every_block", MANAGER,
+           (("""            more = block_hashes(held[len(hashes) * size:full * size], size, parent)
+            for index, digest in enumerate(more, start=len(hashes)):
+                self._cache_block(blocks[index], digest)
+            hashes.extend(more)
+""", """            for index, digest in enumerate(block_hashes(held[:full * size], size)):
+                self._cache_block(blocks[index], digest)
+"""),),
+           "append_tokens hashes every full block of the request again, so a block left unhashed (its hash was "
+           "cached by another block) gets hashed once that other block is evicted", ("eviction",), "ITS tokens make full"),
     Mutant("queue_starts_reversed", MANAGER,
            (("self.free_queue = FreeBlockQueue(self.blocks)", "self.free_queue = FreeBlockQueue(self.blocks[::-1])"),),
            "the free queue starts in reverse id order", ("prefix_hits", "eviction"), "free queue"),
@@ -222,6 +232,12 @@ MUTANTS = [
         (('dtype = kv.dtype.newbyteorder("<")', 'dtype = np.dtype("<f8") if kv.dtype.kind == "f" else kv.dtype'),),
         "every chunk is written as float64: a float32 chunk comes back float64 (and twice the bytes)",
         CONNECTOR_TASKS, "dtype float64; expected float32",
+    ),
+    Mutant(
+        "header_trusted_under_valid_checksum", CONNECTOR,
+        (("    if magic != MAGIC or version != VERSION or code not in DTYPES:", "    if code not in DTYPES:"),),
+        "deserialize_chunk trusts any data whose checksum matches: an unknown marker or version is read as a chunk",
+        CONNECTOR_TASKS, "valid checksum proves only",
     ),
     Mutant(
         "payload_in_fortran_order", CONNECTOR,

@@ -53,7 +53,8 @@ class KVBlock:
 class FreeBlockQueue:
     """The free blocks in eviction order, as a doubly linked list (vLLM's FreeKVCacheBlockQueue).
 
-    `FreeBlockQueue(blocks)` holds `blocks` in the given order, the first at the head.
+    `FreeBlockQueue(blocks)` holds `blocks` in the given order, the first at the head (an empty
+    sequence gives an empty queue: `block_ids()` is [] and `num_free_blocks` 0).
     `num_free_blocks` (an int attribute) is always the number of blocks in the queue.
     `popleft()`, `remove(block)` and `append(block)` each cost O(1), whatever the queue's length.
     """
@@ -127,7 +128,8 @@ def block_hashes(tokens: Any, block_size: int, parent: str | None = None) -> lis
     The digests depend only on the integer values (list, tuple or ndarray of any integer dtype) and
     are the same in every process. Continuing a chain:
     block_hashes(a + b, n) == block_hashes(a, n) + block_hashes(b, n, parent=block_hashes(a, n)[-1])
-    when len(a) is a non-zero multiple of n.
+    when len(a) is a non-zero multiple of n. ValueError for tokens that are not a 1-D sequence of
+    integers (floats, or a 2-D array, even of integers); an empty sequence gives [].
     """
     # BEGIN SOLUTION
     tokens = np.asarray(tokens)

@@ -6,7 +6,8 @@ Each function takes a Hugging Face `config.json` as a dictionary (`kvlab.hf_conf
 - Multi-head, grouped-query or multi-query attention (MHA, GQA, MQA): every layer caches a key and
   a value vector of `head_dim` values for each of `num_key_value_heads` heads.
   `num_key_value_heads` absent (or None) means MHA: as many KV heads as `num_attention_heads`.
-  `head_dim` absent (or None) means `hidden_size // num_attention_heads`.
+  `head_dim` absent (or None) means `hidden_size // num_attention_heads`, which must be at least 1
+  (ValueError when hidden_size < num_attention_heads; hidden_size == num_attention_heads gives 1).
 - Multi-head latent attention (MLA, DeepSeek-V2/V3), recognised by a `kv_lora_rank` field that is
   present and not None: every layer caches ONE compressed latent of `kv_lora_rank` values plus the
   decoupled RoPE key of `qk_rope_head_dim` values shared by all heads; there is no separate K and V,

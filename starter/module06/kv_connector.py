@@ -77,10 +77,13 @@ def serialize_chunk(kv: np.ndarray, fingerprint: str) -> bytes:
 def deserialize_chunk(data: Any, fingerprint: str) -> np.ndarray | None:
     """The array `serialize_chunk(kv, fingerprint)` wrote, or None (a miss) for anything else.
 
-    Returns an ndarray equal to kv bit for bit: same dtype, same shape, same values. Returns None,
-    never raising and never returning other values, when `data` is not bytes, is empty, truncated,
-    has bytes appended, has any byte changed, was written for another fingerprint (compared whole:
-    "m" is not "m2"), or has an unknown marker, version or dtype. Never unpickles anything.
+    `data`: bytes, a bytearray or a memoryview of bytes (all read alike). Returns an ndarray equal to
+    kv bit for bit: same dtype, same shape, same values. Returns None, never raising and never
+    returning other values, for anything that is not exactly what serialize_chunk wrote for this
+    fingerprint: `data` of another type (None, a str, ...), empty, truncated, with bytes appended, with
+    any byte changed, written for another fingerprint (compared whole: "m" is not "m2"), an unknown
+    marker, version or dtype, or a header that disagrees with the data (a shape or a length that does
+    not match the bytes that follow), even when its checksum is valid. Never unpickles anything.
     """
     # YOUR CODE HERE
     raise NotImplementedError("deserialize_chunk (task kv_connector)")
@@ -122,7 +125,8 @@ class KVConnector:
     def load(self, tokens: Any, n: int) -> np.ndarray | None:
         """The KV of tokens 0 .. n-1, [L, 2, n, Hkv, d], read from the store (one `mget`: one round trip), or None.
 
-        n: an int, 1 <= n <= len(tokens) // chunk_size * chunk_size (ValueError otherwise); normally
+        n: an int, 1 <= n <= len(tokens) // chunk_size * chunk_size (ValueError otherwise, raised
+        before the store is read: no command reaches it); normally
         what `lookup` returned, or one less when that is the whole prompt (an engine always computes
         the prompt's last token, for its logits). Loads the ceil(n / chunk_size) chunks that cover
         tokens 0 .. n-1, concatenates them along axis 2 in the dtype they were stored in, and returns
@@ -138,9 +142,9 @@ class KVConnector:
     def store(self, tokens: Any, kv: np.ndarray) -> int:
         """Store every full chunk of `tokens` whose key is not in the store yet; return how many it stored.
 
-        kv: [L, 2, T, Hkv, d] holding the KV of tokens 0 .. T-1, T >= len(tokens) // chunk_size *
-        chunk_size (extra positions, e.g. a trailing partial chunk, are ignored); float16, float32 or
-        float64. ValueError for another number of dimensions, an axis 1 other than 2, or a T too short.
+        kv: an ndarray [L, 2, T, Hkv, d] (any L >= 1) holding the KV of tokens 0 .. T-1,
+        T >= len(tokens) // chunk_size * chunk_size (extra positions, e.g. a trailing partial chunk, are
+        ignored); float16, float32 or float64. ValueError for another number of dimensions, an axis 1 other than 2, or a T too short.
         Chunk i is kv[:, :, i*chunk_size:(i+1)*chunk_size], stored with `set` under its key. A chunk
         already in the store (`exists`) is not sent again. Adds to `chunks_stored` and `bytes_stored`.
         """

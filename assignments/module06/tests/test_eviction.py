@@ -7,6 +7,8 @@ from typing import Any
 import numpy as np
 import pytest
 
+from edge_checks import edge_problem
+
 A = list(range(100, 112))  # 3 full blocks of 4
 
 
@@ -26,6 +28,15 @@ def test_reverse_free_and_lazy_eviction(student: Any) -> None:
     answer = manager.allocate("a2", A + [7])
     assert tuple(answer) == (8, [0, 1, 6, 5]), (
         f"A's tail block was evicted first, its head blocks 0 and 1 are still hits: expected (8, [0, 1, 6, 5]); got {answer}")
+    manager.append_tokens("a2", [1, 2, 3])
+    blocks = [A[i:i + 4] for i in range(0, 12, 4)] + [[7, 1, 2, 3]]
+    chain = b""
+    for block in blocks:
+        chain = hashlib.sha256(chain + np.asarray(block, dtype="<i8").tobytes()).hexdigest().encode()
+    assert manager.block_hash(5) == chain.decode(), (
+        f"block 5, the 4th block of a2, filled by append_tokens, has hash {manager.block_hash(5)!r:.20}; expected "
+        f"{chain.decode()[:16]!r}... Likely cause: its parent is the hash of the request's previous full block (the "
+        "3rd, block 6), not of its first")
 
 
 @pytest.mark.task("eviction", points=1)
@@ -55,3 +66,49 @@ def test_append_tokens(student: Any) -> None:
     except KeyError:
         return
     pytest.fail("free of an unknown request id should raise KeyError")
+
+
+@pytest.mark.task("eviction", points=1)
+def test_blocks_whose_hash_was_cached_elsewhere(student: Any) -> None:
+    # Block size 2. z caches [1, 2] in block 0 and [3, 4] in block 1; a's blocks for the same tokens stay unhashed.
+    manager = student.block_manager.BlockManager(6, 2)
+    manager.allocate("z", [1, 2, 3, 4, 5])
+    manager.free("z")  # free queue: 3, 4, 5, 2, 1, 0
+    assert tuple(manager.allocate("a", [1, 2])) == (0, [3]), "a 2-token prompt computes its last token: (0, [3])"
+    assert list(manager.append_tokens("a", [3, 4])) == [4], "a's 3rd token needs a new block, the queue's head: [4]"
+    assert manager.block_hash(4) is None, "block 4 holds [3, 4] after [1, 2], a hash block 1 caches: it stays unhashed"
+    manager.allocate("w", [8, 8, 8, 8, 8, 8])  # pops 5, 2, 1: block 1 and its hash are evicted
+    assert list(manager.append_tokens("a", [6])) == [0], "a's 5th token takes the last free block, 0 (evicting it)"
+    assert manager.block_hash(4) is None, (
+        f"block 4 has hash {manager.block_hash(4)!r:.20} after append_tokens('a', [6]); expected None. Likely cause: "
+        "append_tokens hashes only the blocks ITS tokens make full; block 4 was made full earlier, when its hash was "
+        "cached by block 1, so it stays unhashed for good")
+    # Again with a's second block hashed: the chain's first block is evicted, its second stays cached.
+    manager = student.block_manager.BlockManager(6, 2)
+    manager.allocate("z", [1, 2, 3])
+    manager.free("z")  # free queue: 2, 3, 4, 5, 1, 0
+    manager.allocate("a", [1, 2])  # block 2, unhashed (block 0 caches [1, 2])
+    manager.append_tokens("a", [3, 4])  # block 3, hashed
+    manager.allocate("w", [8] * 8)  # pops 4, 5, 1, 0: [1, 2]'s hash is evicted
+    manager.free("w")  # free queue: 0, 1, 5, 4
+    answer = manager.allocate("c", [1, 2, 3, 4, 7])
+    assert answer is not None and tuple(answer) == (0, [0, 1, 5]), (
+        f"allocate('c', [1, 2, 3, 4, 7]) returned {answer!r}; expected (0, [0, 1, 5]): the hash of [1, 2] is no longer "
+        "cached, so nothing is a hit, though block 3 still caches the hash of [3, 4] after [1, 2]. Likely cause: only "
+        "the longest LEADING run of cached hashes counts: stop at the first miss")
+
+
+# (what is called, call(block_manager module, a manager holding request "a"), the exception it raises).
+EDGES = [
+    ("append_tokens('a', [-1])", lambda bm, m: m.append_tokens("a", [-1]), ValueError),
+    ("append_tokens('a', [2.5])", lambda bm, m: m.append_tokens("a", [2.5]), ValueError),
+    ("append_tokens('nobody', [1])", lambda bm, m: m.append_tokens("nobody", [1]), KeyError),
+    ("free('nobody')", lambda bm, m: m.free("nobody"), KeyError),
+]
+
+
+@pytest.mark.task("eviction", points=1 / len(EDGES))
+@pytest.mark.parametrize(("what", "call", "want"), EDGES, ids=[e[0] for e in EDGES])
+def test_edge_cases(student: Any, what: str, call: Any, want: Any) -> None:
+    problem = edge_problem(student, what, call, want)
+    assert problem is None, problem

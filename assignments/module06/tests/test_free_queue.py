@@ -46,6 +46,15 @@ def test_errors(student: Any) -> None:
         except ValueError:
             continue
         pytest.fail(f"{what} should raise ValueError; it returned {result!r}")
+    empty = student.block_manager.FreeBlockQueue([])
+    try:
+        ids = list(empty.block_ids())
+    except Exception as error:
+        pytest.fail(f"FreeBlockQueue([]).block_ids() raised {type(error).__name__}: {error}; expected [] (a queue made "
+                    "from no blocks is empty). Likely cause: the links of an empty queue are only set when a block is "
+                    "appended", pytrace=False)
+    assert ids == [] and empty.num_free_blocks == 0, (
+        f"FreeBlockQueue([]) has block_ids() {ids} and num_free_blocks {empty.num_free_blocks!r}; expected [] and 0")
 
 
 @pytest.mark.task("free_queue", points=1)

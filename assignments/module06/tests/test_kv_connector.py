@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import pickle
 import re
+import struct
+import zlib
 from typing import Any
 
 import numpy as np
@@ -32,6 +34,16 @@ def kv_array(n_tokens: int, dtype: Any = np.float64, seed: int = 0) -> np.ndarra
 
 def tokens_of(n: int, seed: int) -> list[int]:
     return [int(t) for t in np.random.default_rng(seed).integers(0, 30_000, size=n)]
+
+
+def in_docstring_layout(kv: np.ndarray, fingerprint: str, magic: bytes = b"KVLC", version: int = 1, code: int = 2,
+                        shape: Any = None, extra: bytes = b"", cut: Any = None) -> bytes:
+    """A float32 chunk in serialize_chunk's docstring layout, one field overridden, under a valid CRC-32."""
+    shape = kv.shape if shape is None else shape
+    name, payload = fingerprint.encode(), np.ascontiguousarray(kv, dtype="<f4").tobytes()
+    body = (struct.pack("<4sBBBHQ", magic, version, code, len(shape), len(name), len(payload))
+            + struct.pack(f"<{len(shape)}Q", *shape) + name + payload + extra)[:cut]
+    return body + struct.pack("<I", zlib.crc32(body))
 
 
 def check_counters(when: str, connector: Any, expected: dict[str, int]) -> None:
@@ -67,10 +79,17 @@ def test_chunk_keys(student: Any) -> None:
             "Likely cause: the key must start with the model fingerprint, so KV of one model is never loaded "
             "into another"
         )
+    assert len(chunk_keys(tokens + [1], 4, FINGERPRINT)) == 3, (
+        "chunk_keys of 15 tokens in chunks of 4 should return 3 keys: the 3 trailing tokens are a partial chunk")
     changed = chunk_keys([tokens[0] + 1] + tokens[1:], 4, FINGERPRINT)
     assert all(a != b for a, b in zip(keys, changed)), (
         "changing one token of chunk 0 left some keys unchanged; expected every key to change. Likely cause: the "
         "keys are not chained: key i must cover key i-1 and chunk i"
+    )
+    changed = chunk_keys(tokens[:7] + [tokens[7] + 1] + tokens[8:], 4, FINGERPRINT)
+    assert changed[0] == keys[0] and changed[1] != keys[1], (
+        "changing the last token of chunk 1 should change key 1 (and not key 0). Likely cause: key i must cover "
+        "every token of chunk i, its first and last included"
     )
     assert len(set(chunk_keys(tokens[:4] * 2, 4, FINGERPRINT))) == 2, (
         "two identical chunks in a row gave equal keys. Likely cause: the keys are not chained"
@@ -139,6 +158,23 @@ def test_round_trip_and_misses(student: Any) -> None:
     assert b"numpy" not in data, (
         "serialize_chunk's bytes look like a pickle (they name numpy's classes); expected a header and raw array bytes"
     )
+    kv = kv_array(4, np.float32, seed=4)
+    for label, fields in (("an unknown marker b'NOPE'", {"magic": b"NOPE"}), ("version 0", {"version": 0}),
+                          ("dtype code 0", {"code": 0}), ("4 bytes before the checksum", {"extra": bytes(4)}),
+                          ("shape (2, 2, 3, 2, 4) for a payload of (2, 2, 4, 2, 4)", {"shape": (2, 2, 3, 2, 4)}),
+                          ("only the first 15 bytes of a header", {"cut": 15})):
+        value = in_docstring_layout(kv, FINGERPRINT, **fields)
+        try:
+            got = deserialize(value, FINGERPRINT)
+        except Exception as error:
+            pytest.fail(f"deserialize_chunk of the docstring's layout with {label}, under a valid CRC-32, raised "
+                        f"{type(error).__name__}: {error}; expected None. Likely cause: a valid checksum proves only "
+                        "that the bytes were not damaged: check the marker, version, dtype code, every length and "
+                        "the shape against the bytes before reading the payload", pytrace=False)
+        assert got is None, (
+            f"deserialize_chunk of the docstring's layout with {label}, under a valid CRC-32, returned "
+            f"{type(got).__name__}; expected None. Likely cause: a valid checksum proves only that the bytes were not "
+            "damaged: check the marker, version, dtype code, every length and the shape against the bytes")
 
 
 @pytest.mark.task("kv_connector", points=1)
@@ -196,6 +232,11 @@ def test_store_and_load_across_connectors(student: Any) -> None:
         "the first n positions"
     )
     check_counters("after load(<12 tokens>, 11)", second, {"hits": 6})
+    assert np.array_equal(second.load(tokens, 5), kv[:, :, :5]), "load(<13 tokens>, 5) should return 5 positions"
+    check_counters("after load(<13 tokens>, 5): load reads only the ceil(5 / 4) = 2 chunks that cover 5 tokens",
+                   second, {"hits": 8, "bytes_loaded": 2 * sum(sizes) + sizes[0] + sizes[1]})
+    assert np.array_equal(second.load(tokens, 1), kv[:, :, :1]), "load(<13 tokens>, 1) should return 1 position"
+    check_counters("after load(<13 tokens>, 1)", second, {"hits": 9})
     sets = store.commands.get("set", 0)
     assert stored(second, tokens + tokens_of(4, 7), kv_array(17, seed=7)) == 1 and store.commands["set"] == sets + 1, (
         "storing a prompt whose first 3 chunks are stored should send only the 4th. Likely cause: a chunk already "
@@ -209,6 +250,9 @@ def test_store_and_load_across_connectors(student: Any) -> None:
     for label, value, cause in (
         ("was damaged", original[:-1] + bytes([original[-1] ^ 1]), "every chunk must be checked before any is used"),
         ("holds half a chunk", half_chunk, "a chunk of the wrong shape must be refused"),
+        ("holds float32 KV (chunks 0 and 1 are float64)",
+         student.kv_connector.serialize_chunk(kv[:, :, 8:12].astype(np.float32), FINGERPRINT),
+         "every chunk must have the first chunk's dtype, L, Hkv and d"),
         ("was evicted", None, "a missing chunk must not be skipped or raise"),
     ):
         if value is None:
@@ -220,9 +264,54 @@ def test_store_and_load_across_connectors(student: Any) -> None:
             f"load when chunk 2 {label} after lookup returned {type(got).__name__}; expected None (a miss). "
             f"Likely cause: {cause}"
         )
-        check_counters(f"after a failed load (chunk 2 {label})", second, {"hits": 6})
+        check_counters(f"after a failed load (chunk 2 {label})", second, {"hits": 9})
     for n in (0, -4, 13):  # n must be from 1 to the 12 tokens of the full chunks
+        commands = dict(store.commands)
         with pytest.raises(ValueError):
             second.load(tokens, n)
+        assert dict(store.commands) == commands, (
+            f"load(<13 tokens>, {n}) sent commands to the store before raising ValueError; expected the ValueError "
+            "before the store is read (Redis refuses an MGET of no keys with another error)")
     with pytest.raises(ValueError):
         second.store(tokens, kv[:, :, :8])  # KV of 8 tokens for 3 full chunks
+
+
+KV8 = kv_array(8, seed=9)
+# (what is called, call(kv_connector module, a MemoryStore), ValueError or the right answer).
+EDGES = [
+    ("chunk_keys([1.0, 2.0], 1, fp)", lambda kc, st: kc.chunk_keys([1.0, 2.0], 1, FINGERPRINT), ValueError),
+    ("chunk_keys([[1, 2]], 1, fp)", lambda kc, st: kc.chunk_keys([[1, 2]], 1, FINGERPRINT), ValueError),
+    ("chunk_keys(tokens, -1, fp)", lambda kc, st: kc.chunk_keys([1, 2, 3], -1, FINGERPRINT), ValueError),
+    ("len(chunk_keys([5, 6, 7], 1, fp))", lambda kc, st: len(kc.chunk_keys([5, 6, 7], 1, FINGERPRINT)), 3),
+    ("chunk_keys(tokens, 4, '')", lambda kc, st: kc.chunk_keys([1, 2, 3, 4], 4, ""), ValueError),
+    ("serialize_chunk(<int64 array>, fp)", lambda kc, st: kc.serialize_chunk(np.ones((2, 2, 4, 2, 4), np.int64),
+                                                                             FINGERPRINT), ValueError),
+    ("serialize_chunk(kv, '')", lambda kc, st: kc.serialize_chunk(KV8, ""), ValueError),
+    ("deserialize_chunk(None, fp)", lambda kc, st: kc.deserialize_chunk(None, FINGERPRINT), None),
+    ("deserialize_chunk('KVLC', fp)", lambda kc, st: kc.deserialize_chunk("KVLC", FINGERPRINT), None),
+    ("KVConnector(store, fp, 0)", lambda kc, st: kc.KVConnector(st, FINGERPRINT, 0), ValueError),
+    ("KVConnector(store, fp, 1).lookup([1, 2])", lambda kc, st: kc.KVConnector(st, FINGERPRINT, 1).lookup([1, 2]), 0),
+    ("KVConnector(store, '', 4)", lambda kc, st: kc.KVConnector(st, "", 4), ValueError),
+    ("KVConnector(store, fp, 2.0)", lambda kc, st: kc.KVConnector(st, FINGERPRINT, 2.0), ValueError),
+    ("store(<8 tokens>, kv of shape [2, 3, 8, 2, 4])", lambda kc, st: kc.KVConnector(st, FINGERPRINT, 4).store(
+        list(range(8)), np.zeros((2, 3, 8, 2, 4))), ValueError),
+    ("store(<8 tokens>, kv of exactly 8 positions)", lambda kc, st: kc.KVConnector(st, FINGERPRINT, 4).store(
+        list(range(8)), KV8), 2),
+    ("store(<8 tokens>, kv of a 1-layer model [1, 2, 8, 2, 4])", lambda kc, st: kc.KVConnector(st, FINGERPRINT, 4).store(
+        list(range(8)), KV8[:1]), 2),
+]
+
+
+@pytest.mark.task("kv_connector", points=1 / len(EDGES))
+@pytest.mark.parametrize(("what", "call", "want"), EDGES, ids=[e[0] for e in EDGES])
+def test_edge_cases(student: Any, what: str, call: Any, want: Any) -> None:
+    store = student.call("kvlab.kvstore:MemoryStore")
+    try:
+        result = call(student.kv_connector, store)
+    except Exception as error:
+        if want is ValueError and isinstance(error, ValueError):
+            return
+        pytest.fail(f"{what} raised {type(error).__name__}: {error}; expected "
+                    f"{'ValueError' if want is ValueError else repr(want)} (see its docstring)", pytrace=False)
+    assert want is not ValueError, f"{what} should raise ValueError (see its docstring); it returned {result!r:.100}"
+    assert result == want, f"{what} returned {result!r:.100}; expected {want!r} (see its docstring)"

@@ -69,16 +69,40 @@ def test_weights_that_do_not_fit_leave_no_batch(student: Any) -> None:
     assert actual == 0, f"Qwen2.5-72B's BF16 weights (145 GB) do not fit in 24 GB: max_batch should be 0; got {actual!r}"
 
 
-@pytest.mark.task("kv_memory", points=0.25)
-@pytest.mark.parametrize(("call", "args"), [
-    ("kv_bytes_per_token", ({"hidden_size": 768, "num_attention_heads": 12},)),
-    ("kv_bytes_per_token", ({**GPT2_LIKE, "num_hidden_layers": True},)),
-    ("kv_cache_gib", (GPT2_LIKE, 0, 1)),
-    ("max_batch", (GPT2_LIKE, 1024, 10**9, -1)),
-], ids=["no num_hidden_layers", "bool layers", "seq_len 0", "negative weight_bytes"])
-def test_bad_input_raises_value_error(student: Any, call: str, args: tuple) -> None:
+# (function, arguments, ValueError or the right answer, what the case is). GPT2_LIKE: 36,864 bytes per token in BF16.
+EDGES = [
+    ("kv_bytes_per_token", ({"hidden_size": 768, "num_attention_heads": 12},), ValueError, "no num_hidden_layers"),
+    ("kv_bytes_per_token", ({**GPT2_LIKE, "num_hidden_layers": True},), ValueError, "bool num_hidden_layers"),
+    ("kv_bytes_per_token", ({"num_hidden_layers": 2, "hidden_size": 10, "num_attention_heads": 12},), ValueError,
+     "hidden_size 10 < num_attention_heads 12, no head_dim"),
+    ("kv_bytes_per_token", (GPT2_LIKE, -2), ValueError, "dtype_bytes -2"),
+    ("kv_bytes_per_token", (GPT2_LIKE, True), ValueError, "bool dtype_bytes"),
+    ("kv_cache_gib", (GPT2_LIKE, 0, 1), ValueError, "seq_len 0"),
+    ("kv_cache_gib", (GPT2_LIKE, 1024, 0), ValueError, "batch 0"),
+    ("kv_cache_gib", (GPT2_LIKE, 1024, 2.0), ValueError, "float batch"),
+    ("max_batch", (GPT2_LIKE, 1024, 10**9, -1), ValueError, "negative weight_bytes"),
+    ("max_batch", (GPT2_LIKE, 0, 10**9, 0), ValueError, "max_batch seq_len 0"),
+    ("max_batch", (GPT2_LIKE, 1024, -5, 0), ValueError, "gpu_bytes -5"),
+    ("max_batch", (GPT2_LIKE, 1024, 8e10, 0), ValueError, "float gpu_bytes"),
+    ("kv_bytes_per_token", ({"num_hidden_layers": 2, "hidden_size": 12, "num_attention_heads": 12},), 96,
+     "hidden_size == num_attention_heads: head_dim 1, 2 * 2 layers * 12 heads * 1 * 2 bytes"),
+    ("kv_cache_gib", (GPT2_LIKE, 1024, 2, 4), 0.140625, "dtype_bytes 4: 73,728 bytes * 1024 * 2 / 2**30"),
+    ("max_batch", (GPT2_LIKE, 1024, 36_864 * 1024 * 5 + 7, 0), 5, "weight_bytes 0: all of gpu_bytes holds KV"),
+    ("max_batch", (GPT2_LIKE, 1024, 10**9, 0, 1), 52, "dtype_bytes 1: 10**9 // (18,432 * 1024)"),
+]
+
+
+@pytest.mark.task("kv_memory", points=1 / len(EDGES))
+@pytest.mark.parametrize(("call", "args", "want", "why"), EDGES, ids=[e[3].split(":")[0] for e in EDGES])
+def test_edge_cases(student: Any, call: str, args: tuple, want: Any, why: str) -> None:
     try:
         result = getattr(student.kv_memory, call)(*args)
-    except ValueError:
-        return
-    pytest.fail(f"{call}{args!r} should raise ValueError (see the module docstring); it returned {result!r}")
+    except ValueError as error:
+        if want is ValueError:
+            return
+        pytest.fail(f"{call}{args!r} ({why}) raised ValueError: {error}; expected {want!r}", pytrace=False)
+    assert want is not ValueError, (
+        f"{call}{args!r} ({why}) should raise ValueError (see the module docstring); it returned {result!r}")
+    assert result == want and type(result) is type(want), (
+        f"{call}{args!r} ({why}) returned {result!r}; expected {want!r} (a {type(want).__name__}). Likely cause: "
+        "dtype_bytes must be passed on to kv_bytes_per_token; a head_dim of 1 and a weight_bytes of 0 are valid")

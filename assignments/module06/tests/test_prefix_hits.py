@@ -10,6 +10,8 @@ from typing import Any
 import numpy as np
 import pytest
 
+from edge_checks import edge_problem
+
 A = [5, 9, 2, 7, 1, 1, 8, 3, 6, 4]
 
 
@@ -97,3 +99,25 @@ def test_no_room_changes_nothing_and_caching_off(student: Any) -> None:
     except ValueError:
         return
     pytest.fail(f"allocate with a request id that already holds blocks should raise ValueError; it returned {result!r}")
+
+
+
+# (what is called, call(block_manager module, a manager holding request "a"), the exception or the answer).
+EDGES = [
+    ("BlockManager(0, 2)", lambda bm, m: bm.BlockManager(0, 2), ValueError),
+    ("BlockManager(3, -1)", lambda bm, m: bm.BlockManager(3, -1), ValueError),
+    ("BlockManager('4', 4)", lambda bm, m: bm.BlockManager("4", 4), ValueError),
+    ("BlockManager(1, 1), the smallest, admitting one token",
+     lambda bm, m: tuple(bm.BlockManager(1, 1).allocate("r", [7])), (0, [0])),
+    ("block_hashes([0.5, 1.5], 1)", lambda bm, m: bm.block_hashes([0.5, 1.5], 1), ValueError),
+    ("block_hashes([[1, 2], [3, 4]], 2)", lambda bm, m: bm.block_hashes([[1, 2], [3, 4]], 2), ValueError),
+    ("allocate('x', [])", lambda bm, m: m.allocate("x", []), ValueError),
+    ("allocate('y', [4, -5])", lambda bm, m: m.allocate("y", [4, -5]), ValueError),
+]
+
+
+@pytest.mark.task("prefix_hits", points=1 / len(EDGES))
+@pytest.mark.parametrize(("what", "call", "want"), EDGES, ids=[e[0] for e in EDGES])
+def test_edge_cases(student: Any, what: str, call: Any, want: Any) -> None:
+    problem = edge_problem(student, what, call, want)
+    assert problem is None, problem

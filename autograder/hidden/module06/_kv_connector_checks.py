@@ -9,6 +9,8 @@ a `kvlab.kvstore.MemoryStore` made beside the student's code (`student.call`).
 from __future__ import annotations
 
 import re
+import struct
+import zlib
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -173,3 +175,30 @@ def counters_problem(when: str, got: dict[str, int], expected: dict[str, int]) -
         if got[name] != value:
             return f"{when}: connector.{name} is {got[name]!r}; expected {value}. {name} counts {meaning[name]}"
     return None
+
+
+def docstring_layout(kv: np.ndarray, fingerprint: str, magic: bytes = b"KVLC", version: int = 1, code: int | None = None,
+                     shape: Sequence[int] | None = None, extra: bytes = b"", cut: int | None = None) -> bytes:
+    """Bytes in the layout serialize_chunk's docstring describes, each field overridable, always under a valid CRC-32:
+    what a foreign or buggy writer could put in a shared store. `extra` goes between payload and checksum; `cut`
+    keeps only that many bytes before the checksum."""
+    code = {np.dtype("float16"): 1, np.dtype("float32"): 2, np.dtype("float64"): 3}[kv.dtype] if code is None else code
+    shape = tuple(kv.shape) if shape is None else tuple(shape)
+    name, payload = fingerprint.encode(), np.ascontiguousarray(kv).astype(kv.dtype.newbyteorder("<")).tobytes()
+    body = (struct.pack("<4sBBBHQ", magic, version, code, len(shape), len(name), len(payload))
+            + struct.pack(f"<{len(shape)}Q", *shape) + name + payload + extra)[:cut]
+    return body + struct.pack("<I", zlib.crc32(body))
+
+
+def checksummed_foreign_variants(kv: np.ndarray, fingerprint: str) -> dict[str, bytes]:
+    """Foreign bytes under a valid checksum: the docstring's layout with one field wrong."""
+    bigger = (kv.shape[0], kv.shape[1], kv.shape[2] + 1, *kv.shape[3:])
+    return {
+        "an unknown marker (b'KVLX')": docstring_layout(kv, fingerprint, magic=b"KVLX"),
+        "format version 2": docstring_layout(kv, fingerprint, version=2),
+        "an unknown dtype code (9)": docstring_layout(kv, fingerprint, code=9),
+        "8 bytes between the payload and the checksum, the header's lengths unchanged":
+            docstring_layout(kv, fingerprint, extra=bytes(8)),
+        f"a shape {bigger} larger than its payload": docstring_layout(kv, fingerprint, shape=bigger),
+        "only the first 12 bytes of a header": docstring_layout(kv, fingerprint, cut=12),
+    }

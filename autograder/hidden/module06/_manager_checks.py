@@ -239,7 +239,8 @@ def state_problem(step: str, got: State, want: State, before: State) -> str | No
                 cause = ("a block reallocated from the free queue loses its old hash (eviction), and a full block whose "
                          "hash is already cached by another block stays unhashed; partial blocks are never hashed"
                          if before.hashes[block] is not None or g in want.hashes else
-                         "only FULL blocks are hashed, and a block whose hash is already cached stays unhashed")
+                         "only FULL blocks are hashed, append_tokens hashes only the blocks ITS tokens make full, "
+                         "and a block whose hash is already cached stays unhashed (for good)")
             elif g is None:
                 cause = ("a freed block keeps its hash until it is reallocated (lazy eviction)"
                          if before.hashes[block] is not None else
@@ -275,3 +276,17 @@ def walk_problem(student: Any, manager: Any, ref: RefManager, ops: Sequence[Op],
             return problem
         before = after
     return None
+
+
+def edge_problem(student: Any, what: str, call: Any, want: type[Exception]) -> str | None:
+    """None when `call(block_manager module, manager)` raises `want`, else what it did. The manager has 4 blocks of 4
+    tokens and holds request "a" of 3 tokens."""
+    manager = student.block_manager.BlockManager(4, 4)
+    manager.allocate("a", [1, 2, 3])
+    try:
+        result = call(student.block_manager, manager)
+    except want:
+        return None
+    except Exception as error:  # a student's exception of any type is a finding
+        return f"{what} should raise {want.__name__} (see its docstring); it raised {type(error).__name__}: {error}"
+    return f"{what} should raise {want.__name__} (see its docstring); it returned {result!r:.200}"

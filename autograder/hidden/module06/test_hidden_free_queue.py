@@ -118,6 +118,18 @@ def test_errors(student: Any) -> None:
     assert ok, f"popleft() on an empty queue should raise ValueError; {happened}"
     problem = order_problem("emptying the queue", queue, [])
     assert problem is None, problem
+    empty, error = None, None
+    try:
+        empty = student.block_manager.FreeBlockQueue([])
+        problem = order_problem("FreeBlockQueue([]) (a queue made empty)", empty, [])
+    except Exception as caught:  # a student's exception of any type is a finding
+        error = caught
+    assert error is None and problem is None, problem or (
+        f"FreeBlockQueue([]) then block_ids() raised {type(error).__name__}: {error}; a queue made from no blocks is "
+        "empty (block_ids() == []). Likely cause: the links of an empty queue are only set when a block is appended")
+    do("append(block 0) to a queue made empty", lambda: empty.append(blocks[0]))
+    problem = order_problem("append(block 0) to a queue made empty", empty, [0])
+    assert problem is None, problem
 
 
 @pytest.mark.task("free_queue", points=3)

@@ -10,13 +10,13 @@ import numpy as np
 import pytest
 
 from _kv_connector_checks import (
-    FINGERPRINT, OTHER_FINGERPRINT, array_mismatch, called, checked_keys, counters, counters_problem,
-    damaged_variants, describe_error, first_difference, kv_array, miss_problem, new_connector, outcome, serialized,
-    tokens_of,
+    FINGERPRINT, HEAD_DIM, LAYERS, OTHER_FINGERPRINT, array_mismatch, called, checked_keys, checksummed_foreign_variants,
+    counters, counters_problem, damaged_variants, describe_error, first_difference, keys_problem, kv_array,
+    miss_problem, new_connector, outcome, serialized, tokens_of,
 )
 
 
-@pytest.mark.task("kv_connector", points=1)
+@pytest.mark.task("kv_connector", points=0.5)
 @pytest.mark.parametrize("chunk_size", [3, 16])
 def test_one_key_per_full_chunk(student: Any, chunk_size: int) -> None:
     tokens = tokens_of(4 * chunk_size + 2, chunk_size)
@@ -29,15 +29,16 @@ def test_keys_are_chained(student: Any) -> None:
     chunk, n_chunks = 5, 4
     tokens = tokens_of(chunk * n_chunks, 21)
     original = checked_keys(student, tokens, chunk)
-    for j in range(n_chunks):
+    for j, offset in ((j, offset) for j in range(n_chunks) for offset in (0, 2, chunk - 1)):
         changed = list(tokens)
-        changed[j * chunk + 2] += 1
+        changed[j * chunk + offset] += 1
         keys = checked_keys(student, changed, chunk)
         same = [i for i in range(n_chunks) if keys[i] == original[i]]
         assert same == list(range(j)), (
-            f"changing one token of chunk {j} (of {n_chunks}) left keys {same} unchanged; expected exactly "
-            f"{list(range(j))} unchanged. Likely cause: "
-            + ("the keys are not chained: key i must cover key i-1 and chunk i, so a change in chunk j changes "
+            f"changing token {offset} of chunk {j} (of {n_chunks}, {chunk} tokens each) left keys {same} unchanged; "
+            f"expected exactly {list(range(j))} unchanged. Likely cause: "
+            + ("key i must cover every token of chunk i, its first and last included" if j in same else
+               "the keys are not chained: key i must cover key i-1 and chunk i, so a change in chunk j changes "
                "keys j, j+1, ..." if any(i > j for i in same) else
                "key i must cover chunks 0 .. i only: a later chunk must not change an earlier key")
         )
@@ -144,6 +145,12 @@ def test_foreign_chunks_are_misses(student: Any) -> None:
         "serialize_chunk's bytes look like a pickle (they name numpy's classes); expected a header and raw "
         "array bytes (ndarray.tobytes()), which cannot run code when read"
     )
+    for label, foreign in checksummed_foreign_variants(kv_array(4, seed=35), FINGERPRINT).items():
+        problem = miss_problem(student, f"in the docstring's layout with {label}, under a valid CRC-32", foreign,
+                               FINGERPRINT, "Likely cause: a valid checksum proves only that the bytes were not "
+                               "damaged, not that they are a chunk: check the marker, version and dtype code, and "
+                               "every length and the shape against the bytes, before reading the payload")
+        assert problem is None, problem
 
 
 @pytest.mark.task("kv_connector", points=1)
@@ -176,7 +183,7 @@ def test_lookup_finds_the_longest_run_from_the_start(student: Any) -> None:
     )
 
 
-@pytest.mark.task("kv_connector", points=2)
+@pytest.mark.task("kv_connector", points=1)
 def test_a_second_engine_loads_what_the_first_stored(student: Any) -> None:
     chunk = 4
     system = tokens_of(5 * chunk, 43)
@@ -216,6 +223,15 @@ def test_a_second_engine_loads_what_the_first_stored(student: Any) -> None:
     assert problem is None, problem
     problem = counters_problem(f"after load(<{n} tokens>, {n - 1})", counters(second), {"hits": 10})
     assert problem is None, problem
+    before = counters(second)
+    first_token = called("load(second prompt, 1)", lambda: second.load(second_prompt, 1))
+    problem = array_mismatch("load(second prompt, 1)", first_token, kv[:, :, :1])
+    assert problem is None, problem
+    after = counters(second)
+    read = (after["hits"] - before["hits"], after["bytes_loaded"] - before["bytes_loaded"])
+    assert read == (1, sizes[0]), (
+        f"load(second prompt, 1) added {read[0]} to hits and {read[1]:,} to bytes_loaded; expected only chunk 0 "
+        "read. Likely cause: load reads only the ceil(n / chunk_size) chunks that cover tokens 0 .. n-1")
     sets_before = called("store.commands", lambda: store.commands).get("set", 0)
     longer = second_prompt + tokens_of(2 * chunk, 46)
     stored = called("store(longer prompt, kv)", lambda: second.store(longer, kv_array(len(longer), seed=47)))
@@ -242,8 +258,11 @@ def test_load_of_a_chunk_gone_or_damaged_is_a_miss(student: Any) -> None:
     assert n == 4 * chunk, f"lookup after storing 4 chunks returned {n!r}; expected {4 * chunk}"
     original = called("store.get", lambda: store.get(keys[1]))
     short = serialized(student, kv[:, :, :chunk // 2])
+    wider = np.random.default_rng(52).standard_normal((LAYERS, 2, chunk, 3, HEAD_DIM)).astype(np.float32)
     for label, value in (("was evicted", None), ("was damaged", original[:-3] + b"\x00\x00\x00"),
-                         ("holds half a chunk", short)):
+                         ("holds half a chunk", short),
+                         ("holds float64 KV (chunk 0 is float32)", serialized(student, kv[:, :, chunk:2 * chunk].astype(np.float64))),
+                         ("holds KV of 3 heads (chunk 0 has 2)", serialized(student, wider))):
         before = counters(connector)
         if value is None:
             called("store.delete", lambda: store.delete(keys[1]))
@@ -256,7 +275,8 @@ def test_load_of_a_chunk_gone_or_damaged_is_a_miss(student: Any) -> None:
             + "; expected None (the stated contract: the engine then computes those tokens). Likely cause: "
             + ("a missing chunk must not be skipped or raise" if label == "was evicted" else
                "every chunk must be checked (deserialize_chunk) before any is used" if label == "was damaged" else
-               "a chunk of the wrong shape must be refused: each must be [L, 2, chunk_size, Hkv, d]")
+               "a chunk of the wrong shape must be refused: each must be [L, 2, chunk_size, Hkv, d]" if "half" in label else
+               "every chunk must have the first chunk's dtype, L, Hkv and d")
         )
         assert counters(connector)["hits"] == before["hits"], (
             f"a failed load (chunk 1 {label}) changed hits; expected hits to count chunks of successful loads only"
@@ -277,14 +297,71 @@ def test_misses_and_bad_arguments(student: Any) -> None:
                                {"misses": 3, "hits": 0})
     assert got == 2 * chunk and problem is None, problem or f"lookup returned {got!r}; expected {2 * chunk}"
     for n in (0, -chunk, 5 * chunk + 1):
+        commands = dict(called("store.commands", lambda: store.commands))
         result, error = outcome(lambda n=n: connector.load(tokens, n))
         assert isinstance(error, ValueError), (
             f"load(<21 tokens>, {n}) with chunks of {chunk} should raise ValueError; it "
             + (f"raised {type(error).__name__}: {error}" if error else f"returned {type(result).__name__}")
             + ". n must be from 1 to the tokens of the full chunks (20 here)"
         )
+        sent = {k: v - commands.get(k, 0) for k, v in called("store.commands", lambda: store.commands).items()
+                if v != commands.get(k, 0)}
+        assert not sent, (
+            f"load(<21 tokens>, {n}) raised ValueError after sending {sent} to the store; expected the ValueError "
+            "before the store is read (Redis refuses an MGET of no keys with another error)")
     result, error = outcome(lambda: connector.store(tokens, kv_array(3 * chunk, seed=62)))
     assert isinstance(error, ValueError), (
         "store of 5 full chunks with KV of only 12 tokens should raise ValueError; it "
         + (f"raised {type(error).__name__}: {error}" if error else f"returned {result!r}")
     )
+
+
+def keys_of(n: int, chunk_size: int) -> Any:
+    return lambda keys: keys_problem(f"chunk_keys(<{n} tokens>, {chunk_size}, ...)", keys, n, chunk_size, FINGERPRINT)
+
+
+KV = kv_array(8, np.float32, seed=71)
+TOKENS = tokens_of(10, 71)
+# (what is called, call(kv_connector module, a MemoryStore), ValueError or a check of the result: None when right).
+EDGES = [
+    ("chunk_keys of float tokens", lambda kc, st: kc.chunk_keys([1.5, 2.5, 3.5], 1, FINGERPRINT), ValueError),
+    ("chunk_keys of a 2-D integer array", lambda kc, st: kc.chunk_keys(np.arange(6).reshape(2, 3), 3, FINGERPRINT),
+     ValueError),
+    ("chunk_keys with chunk_size -2", lambda kc, st: kc.chunk_keys(TOKENS, -2, FINGERPRINT), ValueError),
+    ("chunk_keys with chunk_size 1, the smallest", lambda kc, st: kc.chunk_keys(TOKENS, 1, FINGERPRINT), keys_of(10, 1)),
+    ("chunk_keys with fingerprint ''", lambda kc, st: kc.chunk_keys(TOKENS, 4, ""), ValueError),
+    ("chunk_keys with fingerprint None", lambda kc, st: kc.chunk_keys(TOKENS, 4, None), ValueError),
+    ("serialize_chunk of an int32 array", lambda kc, st: kc.serialize_chunk(np.zeros((2, 2, 4, 2, 4), np.int32),
+                                                                            FINGERPRINT), ValueError),
+    ("serialize_chunk with fingerprint ''", lambda kc, st: kc.serialize_chunk(KV, ""), ValueError),
+    ("deserialize_chunk(None), a store's miss", lambda kc, st: kc.deserialize_chunk(None, FINGERPRINT),
+     lambda got: None if got is None else f"it returned {type(got).__name__}; expected None (a miss)"),
+    ("deserialize_chunk of a str", lambda kc, st: kc.deserialize_chunk("KVLC" * 30, FINGERPRINT),
+     lambda got: None if got is None else f"it returned {type(got).__name__}; expected None (a miss)"),
+    ("KVConnector with chunk_size 0", lambda kc, st: kc.KVConnector(st, FINGERPRINT, 0), ValueError),
+    ("KVConnector with chunk_size 1, the smallest, then lookup on an empty store",
+     lambda kc, st: kc.KVConnector(st, FINGERPRINT, 1).lookup(TOKENS),
+     lambda got: None if got == 0 else f"lookup returned {got!r}; nothing is stored"),
+    ("KVConnector with fingerprint ''", lambda kc, st: kc.KVConnector(st, "", 4), ValueError),
+    ("KVConnector with chunk_size 4.0", lambda kc, st: kc.KVConnector(st, FINGERPRINT, 4.0), ValueError),
+    ("store of KV whose axis 1 is 3", lambda kc, st: kc.KVConnector(st, FINGERPRINT, 4).store(
+        TOKENS, np.zeros((2, 3, 10, 2, 4))), ValueError),
+    ("store of 2 full chunks of a 3-layer model", lambda kc, st: kc.KVConnector(st, FINGERPRINT, 4).store(
+        TOKENS, np.zeros((3, 2, 10, 2, 4))),
+     lambda got: None if got == 2 else f"it returned {got!r}; the store was empty (L, the number of layers, is any)"),
+]
+
+
+@pytest.mark.task("kv_connector", points=1 / len(EDGES))
+@pytest.mark.parametrize(("what", "call", "want"), EDGES, ids=[e[0] for e in EDGES])
+def test_edge_cases(student: Any, what: str, call: Any, want: Any) -> None:
+    store = student.call("kvlab.kvstore:MemoryStore")
+    result, error = outcome(lambda: call(student.kv_connector, store))
+    if want is ValueError:
+        assert isinstance(error, ValueError), (
+            f"{what} should raise ValueError (see its docstring); it "
+            + (f"raised {describe_error(error)}" if error else f"returned {type(result).__name__}"))
+        return
+    assert error is None, f"{what} raised {describe_error(error)}; it is valid input (see its docstring)"
+    problem = want(result)
+    assert problem is None, f"{what}: {problem}"

@@ -96,25 +96,55 @@ def test_max_batch_of_an_mla_model(student: Any) -> None:
         "kv_bytes_per_token of an MLA config (see test_published_models)")
 
 
-BAD = [
-    ("kv_bytes_per_token", ({"hidden_size": 512},), "num_attention_heads and num_hidden_layers missing"),
-    ("kv_bytes_per_token", ({"num_hidden_layers": 2, "num_attention_heads": 4},), "hidden_size missing with no head_dim"),
-    ("kv_bytes_per_token", ({"num_hidden_layers": 2.0, "num_attention_heads": 4, "head_dim": 8},), "float num_hidden_layers"),
-    ("kv_bytes_per_token", ({"num_hidden_layers": 2, "kv_lora_rank": 64},), "MLA without qk_rope_head_dim"),
-    ("kv_bytes_per_token", ({"num_hidden_layers": 2, "num_attention_heads": 4, "head_dim": 8}, 0), "dtype_bytes 0"),
-    ("kv_cache_gib", ({"num_hidden_layers": 2, "num_attention_heads": 4, "head_dim": 8}, 16, -2), "batch -2"),
-    ("max_batch", ({"num_hidden_layers": 2, "num_attention_heads": 4, "head_dim": 8}, 16, 0, 0), "gpu_bytes 0"),
-    ("max_batch", ({"num_hidden_layers": 2, "num_attention_heads": 4, "head_dim": 8}, 16, 10**9, 1.5), "float weight_bytes"),
+SMALL = {"num_hidden_layers": 2, "num_attention_heads": 4, "head_dim": 8}
+HEAD_DIM_ONE = {"num_hidden_layers": 3, "hidden_size": 8, "num_attention_heads": 8}
+# (function, arguments, ValueError or the right answer, what the case is, the likely cause of a wrong answer).
+EDGES = [
+    ("kv_bytes_per_token", ({"hidden_size": 512},), ValueError, "num_attention_heads and num_hidden_layers missing", ""),
+    ("kv_bytes_per_token", ({"num_hidden_layers": 2, "num_attention_heads": 4},), ValueError,
+     "hidden_size missing with no head_dim", ""),
+    ("kv_bytes_per_token", ({"num_hidden_layers": 2.0, "num_attention_heads": 4, "head_dim": 8},), ValueError,
+     "float num_hidden_layers", ""),
+    ("kv_bytes_per_token", ({"num_hidden_layers": 2, "kv_lora_rank": 64},), ValueError, "MLA without qk_rope_head_dim", ""),
+    ("kv_bytes_per_token", ({"num_hidden_layers": 2, "hidden_size": 6, "num_attention_heads": 8},), ValueError,
+     "hidden_size smaller than num_attention_heads and no head_dim (hidden_size // num_attention_heads is 0)", ""),
+    ("kv_bytes_per_token", (SMALL, 0), ValueError, "dtype_bytes 0", ""),
+    ("kv_cache_gib", (SMALL, 16, -2), ValueError, "batch -2", ""),
+    ("kv_cache_gib", (SMALL, -16, 2), ValueError, "seq_len -16", ""),
+    ("max_batch", (SMALL, 16, 0, 0), ValueError, "gpu_bytes 0", ""),
+    ("max_batch", (SMALL, 16, 10**9, 1.5), ValueError, "float weight_bytes", ""),
+    ("max_batch", (SMALL, 16, 10**9, -1), ValueError, "weight_bytes -1", ""),
+    ("max_batch", (SMALL, 1.5, 10**9, 0), ValueError, "float seq_len", ""),
+    ("kv_bytes_per_token", (HEAD_DIM_ONE,), expected_bytes(HEAD_DIM_ONE, 2),
+     "hidden_size equal to num_attention_heads (head_dim 1)", "a head_dim of 1 is valid: only 0 is refused"),
+    ("kv_cache_gib", (SMALL, 16, 3, 4), expected_bytes(SMALL, 4) * 16 * 3 / 2**30, "dtype_bytes 4",
+     "dtype_bytes is passed on to kv_bytes_per_token"),
+    ("max_batch", (SMALL, 16, 10**6 + 3, 0), (10**6 + 3) // (expected_bytes(SMALL, 2) * 16), "weight_bytes 0",
+     "weight_bytes 0 (an int >= 0) is valid: all of gpu_bytes holds KV"),
+    ("max_batch", (SMALL, 16, 10**6, 1000, 1), (10**6 - 1000) // (expected_bytes(SMALL, 1) * 16), "dtype_bytes 1",
+     "dtype_bytes is passed on to kv_bytes_per_token"),
 ]
 
 
-@pytest.mark.task("kv_memory", points=0.25)
-@pytest.mark.parametrize(("call", "args", "why"), BAD, ids=[b[2] for b in BAD])
-def test_bad_input(student: Any, call: str, args: tuple, why: str) -> None:
+@pytest.mark.task("kv_memory", points=2 / len(EDGES))
+@pytest.mark.parametrize(("call", "args", "want", "why", "cause"), EDGES, ids=[e[3] for e in EDGES])
+def test_edge_cases(student: Any, call: str, args: tuple, want: Any, why: str, cause: str) -> None:
     try:
         result = getattr(student.kv_memory, call)(*args)
-    except ValueError:
-        return
+    except ValueError as error:
+        if want is ValueError:
+            return
+        pytest.fail(f"{call} with {why} raised ValueError: {error}; it is valid input. Likely cause: {cause}",
+                    pytrace=False)
     except Exception as error:  # a student's exception of any type is a finding
-        pytest.fail(f"{call} with {why} should raise ValueError; it raised {type(error).__name__}: {error}")
-    pytest.fail(f"{call} with {why} should raise ValueError; it returned {result!r}")
+        pytest.fail(f"{call} with {why} should {'raise ValueError' if want is ValueError else 'return a count'}; it "
+                    f"raised {type(error).__name__}: {error}", pytrace=False)
+    if want is ValueError:
+        pytest.fail(f"{call} with {why} should raise ValueError (see the module docstring); it returned {result!r}",
+                    pytrace=False)
+    close = isinstance(result, (int, float)) and not isinstance(result, bool) and abs(result - want) <= 1e-12 * abs(want)
+    assert close and type(result) is type(want), (
+        f"{call} with {why} returned {result!r}, "
+        + (f"a {type(result).__name__}" if close else
+           f"off by a factor {result / want:.4g}" if isinstance(result, (int, float)) and want else "which is wrong")
+        + f". Likely cause: {cause}")
