@@ -255,6 +255,11 @@ def logits(tokens):
 PROBES: dict[str, tuple[str, int, str]] = {
     "test_call": ("call", 1, 'assert student.fuzz.Box().total() == 6, "total() should be 6"'),
     "test_getattr": ("getattr", 1, 'assert student.fuzz.Box().name == "box", "Box().name should be box"'),
+    # A method asked for a second time is called in one round trip ("callmethod").
+    "test_callmethod": ("callmethod", 0, textwrap.dedent('''\
+        box = student.fuzz.Box()
+        assert box.total() == 6, "total() should be 6"
+        assert box.total() == 6, "total() asked again should be 6"''')),
     "test_len": ("len", 0, 'assert len(student.fuzz.Box()) == 3, "len(Box()) should be 3"'),
     "test_contains": ("contains", 0, 'assert 2 in student.fuzz.Box(), "2 should be in Box()"'),
     "test_getitem": ("getitem", 0, 'assert student.fuzz.Box()[1] == 2, "Box()[1] should be 2"'),
@@ -283,7 +288,8 @@ PROBES: dict[str, tuple[str, int, str]] = {
     "test_callback": ("callback", 0, textwrap.dedent('''\
         got = np.asarray(student.fuzz.logits([[1, 2, 3]]))
         assert got.shape == (1, 3, model.TINY.vocab), f"logits of 3 tokens: shape {got.shape}"''')),
-    # forward runs here on the student's cache: reads length (getattr 0), then update (getattr 1, 2, call 1).
+    # forward runs here on the student's cache: reads length (getattr 0), then update (getattr 1, call 1;
+    # the next layers' updates are callmethod).
     "test_trusted_forward": ("call", 1, textwrap.dedent('''\
         params = model.init_params(model.TINY, seed=0)
         got = student.call("kvlab.model:forward", params, model.TINY, np.array([[1, 2, 3]]),

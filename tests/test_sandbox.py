@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 from autograder.harness.sandbox import (
+    BadValue,
     Limits,
     NoSafeIdentity,
     ProtocolError,
@@ -70,6 +71,8 @@ class Box:
         return iter(range(self.n))
     def double(self):
         return 2 * self.n
+    def rebind(self):
+        self.double = lambda: "rebound"
     def __repr__(self):
         return f"Box({self.n})"
 
@@ -425,6 +428,33 @@ def test_student_object_is_a_proxy(stud: Proxy, box: Sandbox) -> None:
     assert len(b) == 5, "an attribute write must reach the student's object"
     assert stud.box_double(b) == 10, "a proxy argument must arrive as the worker object it names"
     assert box.call("libpkg:apply_double", b) == 10, "a library call must get the student's object"
+
+
+def test_a_method_asked_again_is_one_round_trip(stud: Proxy, box: Sandbox) -> None:
+    b = stud.Box(3)
+    assert b.double() == 6, "the first call of a method: its lookup, then the call"
+    before = box.requests
+    assert b.double() == 6, "the method called again must give the same result"
+    assert box.requests - before == 1, f"a method called again took {box.requests - before} round trips, not 1"
+    b.rebind()  # an attribute of the instance now shadows the class's method
+    assert b.double() == "rebound", "the method is looked up again at every call: the instance's attribute wins"
+    b.n = 4
+    other = stud.Box(5)
+    assert other.double() == 10 and stud.Box(2).n == 2, "another object of the class must not share the shortcut"
+
+
+@pytest.mark.parametrize("use", ["==", "!=", "bool", "len", "iter", "asarray", "int"])
+def test_a_method_used_as_a_value_fails_closed(stud: Proxy, use: str) -> None:
+    """Only the worker says an attribute is a method; whatever it says, the shortcut never lets a
+    method compare, convert or iterate as if it were a value the test expected."""
+    b = stud.Box(3)
+    b.double()
+    method = b.double
+    uses = {"==": lambda: method == 6, "!=": lambda: method != 6, "bool": lambda: bool(method),
+            "len": lambda: len(method), "iter": lambda: list(method), "asarray": lambda: np.asarray(method),
+            "int": lambda: int(method)}
+    with pytest.raises(BadValue, match="is a method of your class"):
+        uses[use]()
 
 
 def test_always_equal_object_equals_nothing_trusted(stud: Proxy) -> None:

@@ -58,6 +58,7 @@ class Exchange:
     _seq: int
     holding: Holding
     _generation: int
+    methods: set[tuple[Any, str]]
     # Why each worker stopped for cause (a timeout, a crash, invalid data), by the generation of its
     # objects: a proxy of that generation used later in the test is the student's failure.
     _stopped: dict[int, str]
@@ -261,6 +262,7 @@ class Exchange:
         """Stop the current worker; its object table (and every proxy into it) is gone."""
         worker, self._res.worker = self._res.worker, None
         self._generation += 1
+        self.methods.clear()
         assert worker is not None
         return worker.stop(kill, self._keep_output)
 

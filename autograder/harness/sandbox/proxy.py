@@ -24,6 +24,7 @@ class Owner(Protocol):
 
     limits: Limits
     last_call_cpu: float | None
+    methods: set[tuple[Any, str]]  # (proxy key, name): a method of the object's class, per the worker
 
     def _request(self, op: str, target: Any, args: Any, kwargs: dict[str, Any], label: str) -> Any:
         """One round trip about `target`."""
@@ -53,6 +54,8 @@ class Proxy:
     def __getattr__(self, name: str) -> Any:
         if name.startswith("__") and name.endswith("__") and name not in REMOTE_DUNDERS:
             raise AttributeError(name)
+        if (self._sbx_key(), name) in self._sbx_box.methods:
+            return Method(self, name)
         return self._sbx("getattr", name, label=f"{self._sbx_label}.{name}")
 
     def __setattr__(self, name: str, value: Any) -> None:
@@ -148,6 +151,37 @@ class Proxy:
 
     def _sbx_key(self) -> tuple[int, tuple[Any, ...], int | None]:
         return id(self._sbx_box), tuple(self._sbx_target), self._sbx_generation
+
+
+class Method:
+    """`proxy.name` where the worker said, when it was last looked up, that it is a method of the
+    object's class: calling it is one round trip ("callmethod": the worker looks the attribute up
+    again and calls what it finds, exactly as getattr then call would).
+
+    Anything but a call fails closed (BadValue in the test that did it): the worker's word that
+    `name` is a method must never make a value the test expected compare equal, or unequal, to
+    anything, convert, or iterate.
+    """
+
+    __slots__ = ("_proxy", "_name")
+
+    def __init__(self, proxy: Proxy, name: str) -> None:
+        self._proxy, self._name = proxy, name
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        proxy = self._proxy
+        return proxy._sbx("callmethod", self._name, *args, label=f"{proxy._sbx_label}.{self._name}(...)", **kwargs)
+
+    def __repr__(self) -> str:
+        return f"<method {self._name} of {self._proxy._sbx_label}>"
+
+    def _not_a_value(self, *args: Any, **kwargs: Any) -> Any:
+        raise BadValue(f"{self._proxy._sbx_label}.{self._name} is a method of your class, where the test "
+                       "expected a value")
+
+    __eq__ = __ne__ = __lt__ = __le__ = __gt__ = __ge__ = __bool__ = __len__ = __iter__ = __contains__ = \
+        __getitem__ = __array__ = __index__ = __int__ = __float__ = _not_a_value
+    __hash__ = object.__hash__
 
 
 def _kind(value: object) -> str:

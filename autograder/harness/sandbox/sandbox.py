@@ -166,6 +166,10 @@ class Sandbox(Exchange):
         self.launches = 0  # workers started so far: a change between two cpu_seconds() readings voids them
         self._generation = 0  # bumped whenever the worker's object table is dropped
         self._stopped: dict[int, str] = {}
+        # (proxy key, name) of the attributes the worker reported as methods of the object's class
+        # (Proxy.__getattr__ then skips the lookup: one round trip per call instead of two).
+        # Dropped with the object table.
+        self.methods: set[tuple[Any, str]] = set()
         # What this process holds of the student's replies, bounded per test (wire.Holding).
         self.holding = Holding()
         self._seq = 0
@@ -234,6 +238,7 @@ class Sandbox(Exchange):
             except StudentException:
                 pass  # the worker is gone; the next request starts a fresh one
         self._generation += 1
+        self.methods.clear()
         self._output.clear()
         self._dropped = 0
         self.holding.new_test()
@@ -258,6 +263,11 @@ class Sandbox(Exchange):
     def folder(self) -> Path:
         """The sandbox's private folder (removed by close(), with everything the worker wrote)."""
         return self._res.root
+
+    @property
+    def requests(self) -> int:
+        """Requests sent to workers so far (each one round trip, callbacks inside it aside)."""
+        return self._seq
 
     def cpu_seconds(self) -> float | None:
         """CPU time used so far by the current worker, measured from outside (None if unreadable).
@@ -286,13 +296,14 @@ class Sandbox(Exchange):
         """One round trip; returns the decoded result or raises what the student's code raised."""
         if _RECORDS:
             type_name = target._sbx_type if isinstance(target, Proxy) else ""
-            if op in ("getattr", "setattr", "assign_into"):
+            if op in ("getattr", "setattr", "assign_into", "callmethod"):
                 _record("attribute", args[0], type_name)
             for key in kwargs:
                 _record("keyword", key, type_name)
-        if isinstance(target, Proxy):
-            self._check_fresh(target)
-            target = target._sbx_target
+        proxy = target if isinstance(target, Proxy) else None
+        if proxy is not None:
+            self._check_fresh(proxy)
+            target = proxy._sbx_target
         self._ready_worker()
         blobs: list[Any] = []
         header: dict[str, Any] = {"op": op, "target": target}
@@ -300,9 +311,13 @@ class Sandbox(Exchange):
         header["kwargs"] = [[k, encode(v, blobs, self._reference, self._wire_types)] for k, v in kwargs.items()]
         reply, reply_blobs = self._exchange(header, blobs, label, timeout or self.limits.call_timeout)
         try:
-            return self._interpret(op, reply, reply_blobs, label)
+            value = self._interpret(op, reply, reply_blobs, label)
         except ProtocolError as exc:
             raise self._protocol_failure(str(exc), label) from None
+        if op == "getattr" and reply.get("method") is True and proxy is not None \
+                and proxy._sbx_generation == self._generation:
+            self.methods.add((proxy._sbx_key(), args[0]))
+        return value
 
     def _interpret(self, op: str, reply: dict[str, Any], blobs: list[memoryview], label: str) -> Any:
         """The result in a reply, or the student's exception raised."""

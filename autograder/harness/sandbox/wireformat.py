@@ -19,6 +19,11 @@ item is a tag:
     blob, ...] a list or tuple of one wire type as the columns of its configured codec (trusted to
     worker only: a scalar column is one blob, a ragged one two: lengths, then all values).
 
+A request names an operation of the worker's table (getattr, call, callmethod, len, ...); a reply to
+getattr may say "method": true when the attribute is a method of the object's class that nothing
+of the object's own shadows, and the trusted side then sends the next `obj.name(...)` as one
+callmethod request (the worker looks the name up again at the call).
+
 The first message on the request pipe is the init message: {"op": "init", "seq", "home",
 "lib_dirs", "site_packages", "limits", "wire_types", "codecs", "remote"}.
 """
