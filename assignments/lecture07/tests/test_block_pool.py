@@ -64,17 +64,19 @@ def test_unknown_block_raises_value_error(student: Any) -> None:
 
 @pytest.mark.task("block_pool", points=1)
 def test_one_block_pool_arrays_and_sizes(student: Any) -> None:
-    call = "BlockPool(TINY, n_blocks=1, block_size=3, float32)"
-    pool = one_block_pool(student, 3, np.float32)
-    shape = (1, CFG.n_layers, 3, CFG.n_kv_heads, CFG.d_head)
-    for name in ("k", "v"):
-        array = getattr(pool, name)
-        assert isinstance(array, np.ndarray) and array.shape == shape, (
-            f"{call}.{name} should be an array [n_blocks, L, block_size, Hkv, d] = {shape}; got "
-            f"{getattr(array, 'shape', type(array).__name__)}"
+    # block_size 1 too: any block_size >= 1 is valid, one token slot per block.
+    for block_size in (3, 1):
+        call = f"BlockPool(TINY, n_blocks=1, block_size={block_size}, float32)"
+        pool = one_block_pool(student, block_size, np.float32)
+        shape = (1, CFG.n_layers, block_size, CFG.n_kv_heads, CFG.d_head)
+        for name in ("k", "v"):
+            array = getattr(pool, name)
+            assert isinstance(array, np.ndarray) and array.shape == shape, (
+                f"{call}.{name} should be an array [n_blocks, L, block_size, Hkv, d] = {shape}; got "
+                f"{getattr(array, 'shape', type(array).__name__)}"
+            )
+            assert array.dtype == np.float32, f"{call}.{name} has dtype {array.dtype}; expected float32"
+        assert (pool.n_blocks, pool.block_size, pool.num_free) == (1, block_size, 1), (
+            f"{call} has n_blocks={pool.n_blocks!r}, block_size={pool.block_size!r}, num_free={pool.num_free!r}; "
+            f"expected 1, {block_size} and 1: a pool of one block is valid, and every block starts free"
         )
-        assert array.dtype == np.float32, f"{call}.{name} has dtype {array.dtype}; expected float32"
-    assert (pool.n_blocks, pool.block_size, pool.num_free) == (1, 3, 1), (
-        f"{call} has n_blocks={pool.n_blocks!r}, block_size={pool.block_size!r}, num_free={pool.num_free!r}; "
-        "expected 1, 3 and 1: a pool of one block is valid, and every block starts free"
-    )

@@ -27,6 +27,13 @@ LRU_SCRIPT: Script = (
     ("insert", [5, 8], None, {5, 8}, "insert uses 5 (present), then 8 evicts the least recently used, 7"),
     ("match", [8], 1, {5, 8}, "8 is present"),
     ("insert", [9], None, {8, 9}, "9 evicts 5, used before 8"),
+    ("insert", [9], None, {8, 9},
+     "9 is present, so inserting it evicts nothing, even in a full cache: a present block only counts as used now"),
+    ("match", [8, 7, 9], 1, {8, 9},
+     "8 is present and 7 is not: match counts the leading blocks present and stops at the first miss, so 9, "
+     "after it, does not count"),
+    ("insert", [10], None, {8, 10},
+     "10 evicts 9: the match used 8 and not 9, which comes after the miss, so 9 is the least recently used"),
 )
 
 # LFU, capacity 2.
@@ -46,6 +53,9 @@ LFU_SCRIPT: Script = (
     ("insert", [6], None, {3, 6},
      "an evicted block's use count is forgotten: 1 came back with 1 use (not its old 3 + 1), the fewest, so 6 "
      "evicts 1, not 3"),
+    ("match", [6, 1, 3], 1, {3, 6},
+     "6 is present and 1 is not: match counts the leading blocks present and stops at the first miss, so 3, "
+     "after it, does not count"),
 )
 
 
@@ -79,6 +89,7 @@ def test_make_cache_and_bad_arguments(student: Any) -> None:
         "make_cache(2, 'LRU')": functools.partial(module.make_cache, 2, "LRU"),
         "make_cache(2, 'random')": functools.partial(module.make_cache, 2, "random"),
         "LFUCache(-1)": functools.partial(module.LFUCache, -1),
+        "LRUCache(-1)": functools.partial(module.LRUCache, -1),
     }
     for call, run in cases.items():
         problem = raise_problem(call, run, ValueError,

@@ -92,13 +92,16 @@ def test_pool_arrays(student: Any, dtype: Any) -> None:
 
 @pytest.mark.task("block_pool", points=1)
 def test_one_block_pool(student: Any) -> None:
-    pool = one_block_pool(student, 7)
-    assert (pool.n_blocks, pool.block_size, pool.num_free) == (1, 7, 1), (
-        f"BlockPool(TINY, n_blocks=1, block_size=7) has n_blocks={pool.n_blocks!r}, block_size={pool.block_size!r}, "
-        f"num_free={pool.num_free!r}; expected 1, 7 and 1: a pool of one block is valid, and every block starts free"
-    )
-    problem = pool_walk_problem(student, ONE_BLOCK_WALK, 1, block_size=7)
-    assert problem is None, problem
+    # block_size 1 too: any block_size >= 1 is valid, one token slot per block.
+    for block_size in (7, 1):
+        pool = one_block_pool(student, block_size)
+        assert (pool.n_blocks, pool.block_size, pool.num_free) == (1, block_size, 1), (
+            f"BlockPool(TINY, n_blocks=1, block_size={block_size}) has n_blocks={pool.n_blocks!r}, "
+            f"block_size={pool.block_size!r}, num_free={pool.num_free!r}; expected 1, {block_size} and 1: a pool of "
+            "one block is valid, and every block starts free"
+        )
+        problem = pool_walk_problem(student, ONE_BLOCK_WALK, 1, block_size=block_size)
+        assert problem is None, problem
 
 
 @pytest.mark.task("block_pool", points=2)
