@@ -25,7 +25,8 @@ grading is a separate process tree) from one session fixture; each test then che
 outcome.
 
 Every grading runs under a real memory limit of 768 MB for the whole grader (Gradescope's box): a
-memory cgroup v2 when root can make one, else RLIMIT_AS on run_autograder (see `memory_limited`).
+memory cgroup (v2, or v1's memory hierarchy) when root can make one, else RLIMIT_AS on run_autograder
+(see `memory_limited`); under a cgroup the campaign prints each grading's peak.
 Each grading must still end graded; a case's failure message says how many of its processes the
 kernel killed for memory (the worker volunteers first; known under a cgroup only).
 
@@ -504,42 +505,74 @@ class Outcome:
 
 # ----- the grader's memory -------------------------------------------------------------------------
 
-def cgroup_v2_parent() -> Path | None:
-    """A cgroup v2 folder of this process's own in which root can make a child with the memory
-    controller, else None."""
+@dataclass(frozen=True)
+class MemoryCgroups:
+    """Where root makes a memory cgroup per grading, and the files of its controller's version."""
+
+    parent: Path  # this process's own cgroup: the gradings' groups nest inside it
+    version: int
+    limit: str  # the limit, with swap not counted as room
+    no_swap: str
+    peak: str
+    events: str  # "oom_kill <n>" among its lines
+
+    @property
+    def described(self) -> str:
+        return f"a memory cgroup v{self.version}"
+
+
+CGROUP_FILES = {2: ("memory.max", "memory.swap.max", "memory.peak", "memory.events"),
+                1: ("memory.limit_in_bytes", "memory.memsw.limit_in_bytes", "memory.max_usage_in_bytes",
+                    "memory.oom_control")}
+
+
+def memory_cgroups() -> MemoryCgroups | None:
+    """This process's own memory cgroup (v2 where the unified hierarchy has the memory controller,
+    else v1's memory hierarchy) if root can make a child in it, else None."""
     if not IS_ROOT:
         return None
     try:
-        line = next(l for l in Path("/proc/self/cgroup").read_text().splitlines() if l.startswith("0::"))
-        own = Path("/sys/fs/cgroup") / line[3:].lstrip("/")
-        if "memory" not in (own / "cgroup.controllers").read_text().split():
-            return None
-        probe = Path(tempfile.mkdtemp(prefix="kvlab-memory-probe-", dir=own))
-        probe.rmdir()
-    except (OSError, StopIteration):
+        lines = Path("/proc/self/cgroup").read_text().splitlines()
+    except OSError:
         return None
-    return own
+    candidates = []
+    for line in lines:
+        _, controllers, path = line.split(":", 2)
+        if controllers == "":
+            candidates.append((2, Path("/sys/fs/cgroup") / path.lstrip("/")))
+        elif "memory" in controllers.split(","):
+            candidates.append((1, Path("/sys/fs/cgroup/memory") / path.lstrip("/")))
+    for version, own in sorted(candidates, reverse=True):
+        try:
+            if version == 2 and "memory" not in (own / "cgroup.controllers").read_text().split():
+                continue
+            probe = Path(tempfile.mkdtemp(prefix="kvlab-memory-probe-", dir=own))
+            probe.rmdir()
+        except OSError:
+            continue
+        return MemoryCgroups(own, version, *CGROUP_FILES[version])
+    return None
 
 
-CGROUP_PARENT = cgroup_v2_parent()
+CGROUPS = memory_cgroups()
 
 
 def memory_mechanism() -> str:
-    return "a memory cgroup v2" if CGROUP_PARENT is not None else "RLIMIT_AS on run_autograder"
+    return CGROUPS.described if CGROUPS is not None else "RLIMIT_AS on run_autograder"
 
 
 def memory_limited(command: list[str], name: str) -> tuple[list[str], Path | None]:
     """`command` under a real limit of GRADER_MEMORY_BYTES for the whole grading, and the cgroup
-    made for it (None under RLIMIT_AS): a cgroup v2 child (every process of the grading counted
+    made for it (None under RLIMIT_AS): a memory cgroup (every process of the grading counted
     together, as in Gradescope's container) when one can be made, else RLIMIT_AS on run_autograder,
     which the runner inherits (the worker sets its own, lower one)."""
-    if CGROUP_PARENT is not None:
-        group = CGROUP_PARENT / f"kvlab-hostile-{os.getpid()}-{name}"
+    if CGROUPS is not None:
+        group = CGROUPS.parent / f"kvlab-hostile-{os.getpid()}-{name}"
         try:
             group.mkdir()
-            (group / "memory.max").write_text(str(GRADER_MEMORY_BYTES))
-            if (group / "memory.swap.max").exists():
-                (group / "memory.swap.max").write_text("0")
+            (group / CGROUPS.limit).write_text(str(GRADER_MEMORY_BYTES))
+            if (group / CGROUPS.no_swap).exists():  # v2: no swap at all; v1: memory + swap within the limit
+                (group / CGROUPS.no_swap).write_text("0" if CGROUPS.version == 2 else str(GRADER_MEMORY_BYTES))
         except OSError:
             if group.exists():
                 group.rmdir()
@@ -551,11 +584,11 @@ def memory_limited(command: list[str], name: str) -> tuple[list[str], Path | Non
 def release_cgroup(group: Path | None) -> tuple[int | None, int]:
     """(peak bytes, OOM kills) of a grading's cgroup, which is then removed (once its processes are);
     (None, 0) under RLIMIT_AS, which has no cgroup to read."""
-    if group is None:
+    if group is None or CGROUPS is None:
         return None, 0
-    peak_file = group / "memory.peak"
+    peak_file = group / CGROUPS.peak
     peak = int(peak_file.read_text()) if peak_file.exists() else None
-    events = dict(line.split() for line in (group / "memory.events").read_text().splitlines())
+    events = dict(line.split() for line in (group / CGROUPS.events).read_text().splitlines())
     deadline = time.monotonic() + 10.0
     while True:
         try:
@@ -671,6 +704,11 @@ class Campaign:
     interpreter_changed: list[str]  # the venv's and the interpreter's paths that changed (see environment)
 
 
+def megabytes(peak: int | None) -> str:
+    """", peak N MB" for a grading's peak memory (known under a cgroup only)."""
+    return f", peak {peak >> 20} MB" if peak is not None else ""
+
+
 @pytest.fixture(scope="session")
 def campaign(tmp_path_factory: pytest.TempPathFactory) -> Campaign:
     """Every honest part and every case, graded once, in parallel."""
@@ -723,12 +761,12 @@ def campaign(tmp_path_factory: pytest.TempPathFactory) -> Campaign:
     print(f"\nhostile suite: {len(outcomes)} cases graded in {seconds:.1f} s, each grading under "
           f"{memory_mechanism()} of {GRADER_MEMORY_BYTES >> 20} MB")
     for name, graded in honest.items():
-        print(f"  honest {name}: score {graded.results and graded.results['score']}, {graded.seconds:.1f} s")
+        print(f"  honest {name}: score {graded.results and graded.results['score']}, {graded.seconds:.1f} s"
+              + megabytes(graded.memory_peak))
     for name, outcome in outcomes.items():
         score = outcome.hostile.results and outcome.hostile.results["score"]
-        peak = outcome.hostile.memory_peak
-        print(f"  {name}: score {score}, {outcome.hostile.seconds:.1f} s (chain's reference {outcome.clean.seconds:.1f} s)"
-              + (f", peak {peak >> 20} MB" if peak is not None else ""))
+        print(f"  {name}: score {score}, {outcome.hostile.seconds:.1f} s{megabytes(outcome.hostile.memory_peak)} "
+              f"(the chain's reference: {outcome.clean.seconds:.1f} s{megabytes(outcome.clean.memory_peak)})")
     return Campaign(honest, outcomes, sandbox_before, sandbox_processes(grading_tmp), seconds, left_behind,
                     grading_tmp, interpreter_changed)
 
@@ -1181,11 +1219,14 @@ def test_the_graders_memory_limit_is_real(megabytes: int, fits: bool) -> None:
     script = f"import numpy; a = numpy.ones({megabytes << 17}); print('allocated', a.nbytes)"
     command, group = memory_limited([sys.executable, "-c", script], f"probe-{megabytes}")
     done = subprocess.run(command, capture_output=True, text=True, timeout=120, check=False)
-    release_cgroup(group)
+    peak, _ = release_cgroup(group)
     allocated = done.returncode == 0 and "allocated" in done.stdout
     assert allocated == fits, (
         f"{megabytes} MB under {memory_mechanism()} at {GRADER_MEMORY_BYTES >> 20} MB: "
         f"{'allocated' if allocated else 'refused'} (exit {done.returncode}, {done.stderr[-300:]!r})")
+    if group is not None and fits:
+        assert peak is not None and peak >= megabytes << 20, (
+            f"the cgroup's peak ({peak} bytes) does not show the {megabytes} MB the probe allocated")
 
 
 def test_watch_reports_every_kind_of_change(tmp_path: Path) -> None:
