@@ -91,8 +91,8 @@ LOOP_BUDGET = 10.0
 PARALLEL = 3
 # Cases graded one after another in one folder, then the reference once (see run_chain): what a case
 # leaves for later submissions has the rest of its chain to show, and the suite grades the
-# reference 20 times instead of 80.
-CHAIN_LENGTH = 4
+# reference 14 times instead of 80.
+CHAIN_LENGTH = 6
 # The campaign (every grading, once per session) runs in the setup of the first test that uses it;
 # on a busy 2-core machine it takes minutes, beyond the suite's default per-test timeout.
 CAMPAIGN_TIMEOUT = 1800

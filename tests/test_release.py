@@ -141,14 +141,43 @@ def test_make_submit_names_a_missing_file(bundle: Bundle, tmp_path: Path) -> Non
     assert not (work / "submission.zip").exists(), "make submit should not leave a submission.zip behind on failure"
 
 
+class StudentVenv(NamedTuple):
+    folder: Path  # the bundle folder whose `make` built it (its .venv)
+    requirements: str  # the requirements.txt it was built from
+    log: str  # what that `make` printed
+
+
+@pytest.fixture(scope="module")
+def student_venv(tmp_path_factory: pytest.TempPathFactory) -> StudentVenv:
+    """A bundle's `make` building .venv from scratch, once: every bundle ships the same
+    requirements.txt (the serving lab's packages make an install cost a core for half a minute), so
+    each bundle test below runs in this venv instead of installing its own."""
+    folder, _ = release.write_bundle(ASSIGNMENT_IDS[0], tmp_path_factory.mktemp("venv"))
+    run = _make(folder, ".venv/.installed")
+    return StudentVenv(folder, (folder / "requirements.txt").read_text(), run.stdout + run.stderr)
+
+
+def test_bundle_make_installs_a_fresh_venv(student_venv: StudentVenv) -> None:
+    """The real student path's first step: `make` installs .venv from requirements.txt by itself."""
+    venv = student_venv.folder / ".venv"
+    assert (venv / ".installed").is_file(), f"make did not install .venv:\n{student_venv.log[-3000:]}"
+    check = subprocess.run([str(venv / "bin" / "python"), "-c", "import numpy, pytest, pytest_timeout, kvlab"],
+                           cwd=student_venv.folder, capture_output=True, text=True, timeout=120)
+    assert check.returncode == 0, f"the installed .venv cannot import what the tests need:\n{check.stderr[-2000:]}"
+
+
 @pytest.mark.parametrize("assignment_id", ASSIGNMENT_IDS)
-def test_bundle_make_test_in_a_fresh_venv(assignment_id: str, tmp_path: Path) -> None:
-    """The real student path: `make test` installs .venv from requirements.txt, then runs the tests."""
+def test_bundle_make_test_in_the_students_venv(assignment_id: str, student_venv: StudentVenv, tmp_path: Path) -> None:
+    """The real student path: `make test` (a venv built from requirements.txt, see student_venv), then
+    the tests on the starter, on one task, and on the solution."""
     folder, _ = release.write_bundle(assignment_id, tmp_path / "dist")
+    assert (folder / "requirements.txt").read_text() == student_venv.requirements, (
+        f"{assignment_id}'s bundle ships other requirements than {ASSIGNMENT_IDS[0]}'s: it needs its own venv here")
+    (folder / ".venv").symlink_to(student_venv.folder / ".venv")
+    (folder / ".venv" / ".installed").touch()  # newer than this bundle's requirements.txt: make keeps it
 
     starter_report = tmp_path / "starter.xml"
     run = _make(folder, "test", junit=starter_report)
-    assert (folder / ".venv" / ".installed").is_file(), f"make test did not install .venv:\n{run.stdout}{run.stderr}"
     assert run.returncode != 0, f"make test should fail on the starter:\n{run.stdout[-3000:]}"
     assert_all_not_implemented(read_junit(starter_report), run.stdout)
 
