@@ -946,7 +946,7 @@ class TaskCase:
     root_only: str = ""
     assignment: str = L07
     # Issue 8, class 2: the honest part's graded outputs (what a student reads in an earlier
-    # results.json) are submitted beside the payload as harvest.json, for it to answer from. The
+    # results.json) are pasted into the payload's HARVEST_LINE, for it to answer from. The
     # outputs must mention this call: the attack had something to aim at.
     harvest: str = ""
 
@@ -1018,13 +1018,24 @@ class TaskCampaign:
     hostile: dict[str, tuple[Graded, str]]  # case name -> (grading, what was submitted)
 
 
-def harvest_then_grade(case: TaskCase, honest: concurrent.futures.Future[Graded], folder: Path, tests_root: Path,
+# The line of a harvest payload where the outputs it answers from are pasted (as a student would paste
+# what an earlier results.json showed into the submitted file).
+HARVEST_LINE = "_OUTPUTS = []  # @HARVEST@"
+
+
+def harvested(payload: str, outputs: list[str]) -> str:
+    """`payload` with `outputs` pasted into its HARVEST_LINE."""
+    assert payload.count(HARVEST_LINE) == 1, f"a harvest payload must hold the line {HARVEST_LINE!r} once"
+    return payload.replace(HARVEST_LINE, f"_OUTPUTS = {outputs!r}")
+
+
+def harvest_then_grade(case: TaskCase, honest: concurrent.futures.Future[Graded], target: Path, tests_root: Path,
                        env: dict[str, str]) -> Graded:
-    """The harvest case's second submission: the honest part's outputs beside the payload, graded."""
+    """The harvest case's second submission: the honest part's outputs pasted into the payload, graded."""
     graded = honest.result()
     outputs = [test["output"] for test in graded.results["tests"]] if graded.results else []
-    (folder / "harvest.json").write_text(json.dumps(outputs), encoding="utf-8")
-    return grade_tasks(case.assignment, folder, tests_root, env)
+    target.write_text(harvested(target.read_text(encoding="utf-8"), outputs), encoding="utf-8")
+    return grade_tasks(case.assignment, target.parent, tests_root, env)
 
 
 @pytest.fixture(scope="session")
@@ -1044,23 +1055,26 @@ def task_campaign(tmp_path_factory: pytest.TempPathFactory) -> TaskCampaign:
         suite, mutant = suites[key[0]], catalogs[key[0]][key[1]]
         roots[key] = suite.tests_root(base / f"tests-{key[0]}-{key[1]}", mutant.tasks)
         folders[key] = mutants.apply(mutant, suite.assignment.solution, base / f"honest-{key[0]}-{key[1]}")
-    submitted = {}
+    targets = {}
     for case in runnable:
         folder = base / f"case-{case.folder}"
         shutil.copytree(folders[case.assignment, case.honest], folder)
-        target = folder / catalogs[case.assignment][case.honest].file
+        targets[case.name] = target = folder / catalogs[case.assignment][case.honest].file
         target.write_text(target.read_text(encoding="utf-8") + "\n\n" + case.payload, encoding="utf-8")
-        submitted[case.name] = (folder, "\n".join(p.read_text(encoding="utf-8") for p in sorted(folder.glob("*.py"))))
     with concurrent.futures.ThreadPoolExecutor(PARALLEL) as pool:
         # Submitted first, so that a harvest case waiting for its honest part never holds the pool.
         honest_jobs = {key: pool.submit(grade_tasks, key[0], folders[key], roots[key], env) for key in roots}
         case_jobs = {}
         for case in runnable:
-            key, folder = (case.assignment, case.honest), submitted[case.name][0]
-            case_jobs[case.name] = (pool.submit(harvest_then_grade, case, honest_jobs[key], folder, roots[key], env)
-                                    if case.harvest else pool.submit(grade_tasks, case.assignment, folder, roots[key], env))
+            key, target = (case.assignment, case.honest), targets[case.name]
+            case_jobs[case.name] = (pool.submit(harvest_then_grade, case, honest_jobs[key], target, roots[key], env)
+                                    if case.harvest else pool.submit(grade_tasks, case.assignment, target.parent,
+                                                                     roots[key], env))
         honest = {key: job.result() for key, job in honest_jobs.items()}
-        hostile = {name: (job.result(), submitted[name][1]) for name, job in case_jobs.items()}
+        # What was submitted, read after grading: a harvest case's file got its outputs meanwhile.
+        hostile = {name: (job.result(), "\n".join(p.read_text(encoding="utf-8")
+                                                  for p in sorted(targets[name].parent.glob("*.py"))))
+                   for name, job in case_jobs.items()}
     return TaskCampaign(honest, hostile)
 
 
@@ -1076,12 +1090,19 @@ def test_task_attack_gains_nothing(task_campaign: TaskCampaign, case: TaskCase) 
     assert results["extra_data"]["status"] == "graded", f"the attack made the grader fail ({results['output']})"
     assert passed_tests(honest) != {t["name"] for t in honest["tests"]}, (
         f"the honest part {case.honest} should fail a test on its own")
-    assert results["score"] <= honest["score"], (
-        f"the attack scored {results['score']}, the honest part {case.honest} alone {honest['score']}; "
-        f"passed beyond it: {sorted(passed_tests(results) - passed_tests(honest))}"
+    # A public test's expected value is in its source, which students have: a harvest that pastes it
+    # earns that test, by design. What it must not earn is a hidden test.
+    from suite_support import HIDDEN_MARK  # the hidden tests' visibility in the tests roots graded here
+
+    counted = [{**r, "tests": [t for t in r["tests"] if not case.harvest or t["visibility"] == HIDDEN_MARK]}
+               for r in (honest, results)]
+    (honest_score, score), (honest_passed, passed) = ([sum(t["score"] for t in r["tests"]) for r in counted],
+                                                      [passed_tests(r) for r in counted])
+    assert score <= honest_score, (
+        f"the attack scored {score}, the honest part {case.honest} alone {honest_score}"
+        f"{' (hidden tests)' if case.harvest else ''}; passed beyond it: {sorted(passed - honest_passed)}"
     )
-    extra = passed_tests(results) - passed_tests(honest)
-    assert not extra, f"tests passed only thanks to the attack: {sorted(extra)}"
+    assert not passed - honest_passed, f"tests passed only thanks to the attack: {sorted(passed - honest_passed)}"
     outputs = "\n".join(t["output"] for t in results["tests"] if t["status"] != "passed")
     for text in case.says:
         assert text in outputs, f"no failed test's output says {text!r}; outputs include:\n{outputs[:3000]}"
@@ -1096,26 +1117,28 @@ def test_task_attack_gains_nothing(task_campaign: TaskCampaign, case: TaskCase) 
 # What a harvest payload must answer when an output reveals the value: (made-up outputs as a
 # revealing grader would print them, the call to make, the answer). Built from the checks' own
 # message functions where they have a revealing mode (the public tests use it).
+# Where the check modules that write the revealing outputs live.
+REVEALING_IMPORTS = (REPO / "assignments" / "lecture02" / "tests", REPO / "assignments" / "lecture07" / "tests",
+                     REPO / "autograder" / "hidden" / "lecture07")
+
+
 def revealing_outputs(folder: str) -> tuple[list[str], str, Any]:
-    sys.path[:0] = [str(REPO / "assignments" / "lecture02" / "tests"), str(REPO / "assignments" / "lecture07" / "tests"),
-                    str(REPO / "autograder" / "hidden" / "lecture07")]
-    try:
-        if folder == "harvest_kv_bytes":
-            from decode_checks import bytes_problem
-            text = bytes_problem("kv_cache_bytes(32, 8, 128, seq_len=5000, batch=3, dtype_bytes=2) (Llama-3.1-8B)", 1,
-                                 2 * 32 * 8 * 128 * 2 * 5000 * 3, {"batch": 3})
-            return [text], "kv_cache_bytes(32, 8, 128, 5000, 3, dtype_bytes=2)", 2 * 32 * 8 * 128 * 2 * 5000 * 3
-        if folder == "harvest_hit_ratio":
-            from _eviction_checks import HAND_BLOCK, HAND_TRACE, reference_hits
-            from eviction_checks import describe_call, hit_ratio_problem
-            call = describe_call("the 4-request hand trace", 2, "lru", HAND_BLOCK)
-            text = hit_ratio_problem(call, 0.5, None, HAND_TRACE, 2, "lru", HAND_BLOCK, replay=reference_hits)
-            hit, total = reference_hits(HAND_TRACE, 2, "lru", HAND_BLOCK)
-            return [text], f"hit_ratio([None] * 4, 2, 'lru', {HAND_BLOCK})", hit / total
-        return (["kv_bytes_per_token(the published DeepSeek-V3 config, dtype_bytes=2) returned 1, which is too little; "
-                 "expected 70,272"], "kv_bytes_per_token(CONFIGS['DeepSeek-V3'].config, 2)", 70_272)
-    finally:
-        del sys.path[:3]
+    """(outputs, call, answer) for the harvest payload in tests/hostile/<folder>; the check modules
+    of REVEALING_IMPORTS must be importable."""
+    if folder == "harvest_kv_bytes":
+        from decode_checks import bytes_problem
+        text = bytes_problem("kv_cache_bytes(32, 8, 128, seq_len=5000, batch=3, dtype_bytes=2) (Llama-3.1-8B)", 1,
+                             2 * 32 * 8 * 128 * 2 * 5000 * 3, {"batch": 3})
+        return [text], "kv_cache_bytes(32, 8, 128, 5000, 3, dtype_bytes=2)", 2 * 32 * 8 * 128 * 2 * 5000 * 3
+    if folder == "harvest_hit_ratio":
+        from _eviction_checks import HAND_BLOCK, HAND_TRACE, reference_hits
+        from eviction_checks import describe_call, hit_ratio_problem
+        call = describe_call("the 4-request hand trace", 2, "lru", HAND_BLOCK)
+        text = hit_ratio_problem(call, 0.5, None, HAND_TRACE, 2, "lru", HAND_BLOCK, replay=reference_hits)
+        hit, total = reference_hits(HAND_TRACE, 2, "lru", HAND_BLOCK)
+        return [text], f"hit_ratio([None] * 4, 2, 'lru', {HAND_BLOCK})", hit / total
+    return (["kv_bytes_per_token(the published DeepSeek-V3 config, dtype_bytes=2) returned 1, which is too little; "
+             "expected 70,272"], "kv_bytes_per_token(CONFIGS['DeepSeek-V3'].config, 2)", 70_272)
 
 
 HARVEST_RUN = """
@@ -1134,17 +1157,21 @@ print(json.dumps(eval(call, namespace)))
 
 
 @pytest.mark.parametrize("case", [case for case in TASK_CASES if case.harvest], ids=lambda case: case.folder)
-def test_harvest_payload_wins_where_a_value_is_revealed(case: TaskCase, tmp_path: Path) -> None:
+def test_harvest_payload_wins_where_a_value_is_revealed(case: TaskCase, tmp_path: Path,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
     """A harvest case proves something only if its payload would profit from a message that showed the
     expected value: run (in a subprocess: no payload runs in the test process) on such outputs, it
     answers the revealed call with the revealed value, and without them it falls back to its own."""
+    for folder in REVEALING_IMPORTS:
+        monkeypatch.syspath_prepend(str(folder))
     outputs, call, value = revealing_outputs(case.folder)
     assert any(shown in text for text in outputs for shown in (repr(value), f"{value:,}")), (
         f"the made-up outputs do not reveal {value!r}: {outputs}")
     answers = []
-    for harvested in (outputs, []):
-        (tmp_path / "harvest.json").write_text(json.dumps(harvested), encoding="utf-8")
-        done = subprocess.run([sys.executable, "-c", HARVEST_RUN, str(tmp_path), call, str(HOSTILE_DIR / case.folder / "payload.py")],
+    for pasted in (outputs, []):
+        payload = tmp_path / "payload.py"
+        payload.write_text(harvested(case.payload, pasted), encoding="utf-8")
+        done = subprocess.run([sys.executable, "-c", HARVEST_RUN, str(tmp_path), call, str(payload)],
                               cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)}, capture_output=True, text=True,
                               timeout=60)
         assert done.returncode == 0, f"{case.folder}'s payload failed on made-up outputs:\n{done.stderr[-2000:]}"

@@ -14,9 +14,10 @@ from decode_checks import bytes_problem
 from kvlab.testing import drawn
 
 # (layers, KV heads, head size) from each model's published config.json, and its KV bytes per
-# token in BF16 (2 bytes), as tabulated in the course's reference notes.
+# token in BF16 (2 bytes), as tabulated in the course's reference notes. Not the public tests'
+# Llama-3.1-8B: an answer copied from a public test must earn nothing here.
 MODELS = {
-    "Llama-3.1-8B": ((32, 8, 128), 131_072),
+    "Llama-2-7B": ((32, 32, 128), 524_288),
     "Llama-3.1-70B": ((80, 8, 128), 327_680),
     "Qwen2.5-0.5B": ((24, 2, 64), 12_288),
     "Qwen2.5-7B": ((28, 4, 128), 57_344),
@@ -39,15 +40,15 @@ def test_bytes_per_token_on_real_models(student: Any, model: str) -> None:
 
 @pytest.mark.task("kv_memory", points=1)
 def test_bytes_per_token_defaults_to_two_bytes(student: Any) -> None:
-    (layers, kv_heads, head), bf16 = MODELS["Llama-3.1-8B"]
+    (layers, kv_heads, head), bf16 = MODELS["Qwen2.5-7B"]
     actual = student.kv_decode.kv_bytes_per_token(layers, kv_heads, head)
-    call = f"kv_bytes_per_token({layers}, {kv_heads}, {head}) (Llama-3.1-8B, dtype_bytes left at its default)"
+    call = f"kv_bytes_per_token({layers}, {kv_heads}, {head}) (Qwen2.5-7B, dtype_bytes left at its default)"
     problem = bytes_problem(call, actual, bf16, {"2 (K and V are both stored)": 2, "dtype_bytes": 2}, reveal=False)
     assert problem is None, f"{problem} (the default dtype_bytes is 2, BF16)"
 
 
 @pytest.mark.task("kv_memory", points=2)
-@pytest.mark.parametrize(("model", "dtype_bytes"), [("Llama-3.1-8B", 2), ("Llama-3.1-70B", 2), ("Qwen2.5-0.5B", 1),
+@pytest.mark.parametrize(("model", "dtype_bytes"), [("Llama-2-7B", 2), ("Llama-3.1-70B", 2), ("Qwen2.5-0.5B", 1),
                                                   ("Qwen2.5-7B", 4)])
 def test_cache_bytes_on_real_models(student: Any, model: str, dtype_bytes: int) -> None:
     (layers, kv_heads, head), _ = MODELS[model]

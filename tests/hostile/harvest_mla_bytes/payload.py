@@ -1,13 +1,12 @@
 # Module 6, expected values harvested (issue 8, class 2): an earlier submission's results.json
-# (harvest.json beside this file: every test's output) is searched for
+# (every test's output, pasted into _OUTPUTS below) is searched for
 # "kv_bytes_per_token(<config>, dtype_bytes=D) returned x ... expected y", and kv_bytes_per_token
 # answers a config with the same fields and dtype from that table (a published model's fields
 # looked up in kvlab.hf_configs, which students have); other calls fall back to the submission's
 # own (wrong) rule.
-import json as _json
-import os as _os
 import re as _re
 
+_OUTPUTS = []  # @HARVEST@
 from kvlab.hf_configs import CONFIGS as _PUBLISHED
 
 _CALL = _re.compile(r"kv_bytes_per_token\((.*?), dtype_bytes=(\d+)\) returned [^\n]*?expected ([0-9][0-9,]*)")
@@ -26,14 +25,8 @@ def _described(what):
 
 
 def _harvested():
-    path = _os.path.join(_os.path.dirname(_os.path.abspath(__file__)), "harvest.json")
-    try:
-        with open(path, encoding="utf-8") as file:
-            outputs = _json.load(file)
-    except (OSError, ValueError):
-        return {}
     table = {}
-    for text in outputs:
+    for text in _OUTPUTS:
         for what, dtype_bytes, value in _CALL.findall(text):
             table[(_described(what), int(dtype_bytes))] = int(value.replace(",", ""))
     return table
