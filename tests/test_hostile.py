@@ -1146,12 +1146,11 @@ import json, sys
 from pathlib import Path
 from kvlab.hf_configs import CONFIGS
 from kvlab.trace import BLOCK
-folder, call = Path(sys.argv[1]), sys.argv[2]
+call, payload = sys.argv[1], sys.argv[2]
 def own(*args, **kwargs):
     return -1
-namespace = {"__file__": str(folder / "submission.py"), "BLOCK": BLOCK, "kv_bytes_per_token": own,
-             "kv_cache_bytes": own, "hit_ratio": own, "CONFIGS": CONFIGS}
-exec(compile(Path(sys.argv[3]).read_text(), sys.argv[3], "exec"), namespace)
+namespace = {"BLOCK": BLOCK, "kv_bytes_per_token": own, "kv_cache_bytes": own, "hit_ratio": own, "CONFIGS": CONFIGS}
+exec(compile(Path(payload).read_text(), payload, "exec"), namespace)
 print(json.dumps(eval(call, namespace)))
 """
 
@@ -1171,7 +1170,7 @@ def test_harvest_payload_wins_where_a_value_is_revealed(case: TaskCase, tmp_path
     for pasted in (outputs, []):
         payload = tmp_path / "payload.py"
         payload.write_text(harvested(case.payload, pasted), encoding="utf-8")
-        done = subprocess.run([sys.executable, "-c", HARVEST_RUN, str(tmp_path), call, str(payload)],
+        done = subprocess.run([sys.executable, "-c", HARVEST_RUN, call, str(payload)],
                               cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)}, capture_output=True, text=True,
                               timeout=60)
         assert done.returncode == 0, f"{case.folder}'s payload failed on made-up outputs:\n{done.stderr[-2000:]}"

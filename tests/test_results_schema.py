@@ -120,6 +120,25 @@ def test_visibility_follows_assignment_json() -> None:
         )
 
 
+def test_a_tests_draws_are_recorded_for_the_staff() -> None:
+    """kvlab.testing.drawn records what each test drew; the grader puts it in that test's extra_data."""
+    from kvlab.testing import drawn, take_draws
+
+    take_draws()
+    values = [drawn(1, 10**9), drawn(5, 5)]
+    assert values[1] == 5 and take_draws() == values and take_draws() == [], "take_draws gives each draw once"
+    drew = GradedTest(name="test_drew", task=ASSIGNMENT.tasks[0].name, points=ASSIGNMENT.tasks[0].points,
+                      passed=True, output="", hidden=True, draws=tuple(values))
+    rest = [GradedTest(name=f"test_{task.name}", task=task.name, points=task.points, passed=True, output="",
+                       hidden=True) for task in ASSIGNMENT.tasks[1:]]
+    results = graded_results(ASSIGNMENT, [drew, *rest], 1.0, ISOLATION)
+    validate(results)
+    extra = {t["name"]: t.get("extra_data") for t in results["tests"]}
+    assert extra["test_drew"] == {"draws": values}, f"the test's draws are not in its extra_data: {extra}"
+    assert all(extra[f"test_{task.name}"] is None for task in ASSIGNMENT.tasks[1:]), (
+        f"a test that drew nothing must have no extra_data: {extra}")
+
+
 def test_captured_output_is_bounded_and_headed() -> None:
     combined = with_captured_output("assertion message", "x" * (10 * MAX_CAPTURED_CHARS))
     assert combined.startswith("assertion message\n"), "the failure message must come first"
@@ -157,6 +176,8 @@ MALFORMED = {
     "test without tags": _set(("tests", 0, "tags"), []),
     "test without output": lambda results: results["tests"][0].pop("output"),
     "extra_data status unknown": _set(("extra_data", "status"), "ok"),
+    "a test's draws as text": _set(("tests", 0, "extra_data"), {"draws": "17"}),
+    "a test's extra_data with another field": _set(("tests", 0, "extra_data"), {"seed": 17}),
     "leaderboard order unknown": _set(("leaderboard",), [{"name": "speed", "value": 1, "order": "up"}]),
 }
 
