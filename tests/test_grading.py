@@ -371,6 +371,27 @@ def test_time_budget_fails_remaining_tests_without_running_them(tmp_path: Path) 
         assert test["status"] == "failed" and "not run" in test["output"], f"{test['name']}: {test['output']!r}"
 
 
+MARKED_SPIN = '''
+import pytest
+
+@pytest.mark.task("basics", points=9)
+@pytest.mark.timeout(1, method="signal")
+def test_marked_spin(student):
+    student.toy.spin()
+'''
+
+
+def test_in_process_a_tests_shorter_timeout_mark_ends_it(tmp_path: Path) -> None:
+    # In-process, no call has a limit of its own: a test's timeout mark is its limit (the cost
+    # guards of lecture 7 turn it into their diagnosis), not the runner's whole-test limit (60 s).
+    submission = toy_assignment(tmp_path)
+    (tmp_path / "assignments" / "toy" / "tests" / "test_toy.py").write_text(MARKED_SPIN)
+    done, results = run_toy(tmp_path, submission, "--mode", "inprocess")
+    test = next(t for t in results["tests"] if t["name"] == "test_marked_spin")
+    assert test["status"] == "failed" and "Timeout (>1.0s)" in test["output"], (
+        f"the 1 s timeout mark must end the test: {test['output']!r}\n{done.stderr[-2000:]}")
+
+
 def test_in_process_mode_gives_the_reference_full_marks(tmp_path: Path) -> None:
     out = tmp_path / "results.json"
     done = run_module("autograder.harness.run", "--assignment", "lecture02", "--submission", REFERENCE,
