@@ -13,7 +13,8 @@ and nowhere else:
   the function, on proxies of the student's objects; `trusted_calls` maps names to a bounded
   variant instead.
 - `worker_calls`: the few names `student.call` runs in the worker, because what they make must live
-  beside the student's objects; nothing a verdict needs may come from them.
+  beside the student's objects, or because they only ask the student's objects questions
+  (`kvlab.probe:ask`); nothing else a verdict needs may come from them.
 """
 from __future__ import annotations
 
@@ -110,5 +111,9 @@ COURSE = SandboxConfig(
     # Made in the worker because the student's code holds them: module 6's MemoryStore (the
     # connector writes into it) and its free-queue drill (200,000 blocks built beside the queue;
     # one round trip each would dwarf what the guard times). See docs/design.md for what this leaves.
-    worker_calls=frozenset({"kvlab.kvstore:MemoryStore", "kvlab.serving.drills:churn_free_queue"}),
+    # kvlab.probe's `ask` also runs there: it only calls the student's methods on the student's
+    # objects (a state machine's whole state in one round trip instead of ten), so whatever the
+    # worker's copy answers, the student's methods could have answered too.
+    worker_calls=frozenset({"kvlab.kvstore:MemoryStore", "kvlab.serving.drills:churn_free_queue",
+                            "kvlab.probe:ask"}),
 )

@@ -4,7 +4,7 @@
 free queue). A walk applies the same operations to both and, after every step, compares what the
 operation returned, the free queue (order included), every block's ref_cnt and hash, and the
 counters; the first difference becomes a message naming the step, what differed, and the likely
-cause. The student's state is read in a few round trips (`kvlab.probe:each`).
+cause. The student's state is read in one round trip (`kvlab.probe:ask`).
 """
 from __future__ import annotations
 
@@ -146,12 +146,13 @@ class State:
 
 
 def student_state(student: Any, manager: Any, n_blocks: int, caching: bool = True) -> State:
-    """The student's manager's state, read in a few round trips."""
-    ids = [(b,) for b in range(n_blocks)]
-    refs = student.call("kvlab.probe:each", manager.ref_cnt, ids)
-    hashes = student.call("kvlab.probe:each", manager.block_hash, ids)
-    return State(list(manager.free_block_ids()), list(refs), list(hashes), manager.prefix_cache_queries,
-                 manager.prefix_cache_hits)
+    """The student's manager's state, read in one round trip."""
+    answers = student.call("kvlab.probe:ask", [
+        *((manager, "ref_cnt", (b,)) for b in range(n_blocks)), *((manager, "block_hash", (b,)) for b in range(n_blocks)),
+        (manager, "free_block_ids", ()), (manager, "prefix_cache_queries", None), (manager, "prefix_cache_hits", None),
+    ])
+    free, queries, hits = answers[2 * n_blocks:]
+    return State(list(free), list(answers[:n_blocks]), list(answers[n_blocks:2 * n_blocks]), queries, hits)
 
 
 def describe_op(op: Op) -> str:
