@@ -254,15 +254,16 @@ def suites() -> dict[str, Suite]:
     return {name: Suite(load_assignment(name, REPO)) for name in ASSIGNMENT_IDS}
 
 
-def stand_in_traces(names: Sequence[str], folder: Path) -> dict[str, str]:
+def stand_in_traces(names: Sequence[str], folder: Path, *, real_if_present: bool = True) -> dict[str, str]:
     """Environment that gives the grading processes every Mooncake trace in `names`.
 
-    Nothing when mooncake_dir() holds them all. Otherwise `folder` gets a stand-in for each: a
+    Nothing when mooncake_dir() holds them all (and `real_if_present`). Otherwise `folder` gets a
+    stand-in for each: a
     synthetic trace (kvlab.trace.make_trace, 3,000 requests) in Mooncake's JSON-lines format, so the
     hidden tests that replay a real trace still run, against the trusted replay of the stand-in,
     instead of skipping (which the grader rightly counts as its own fault).
     """
-    if all((mooncake_dir() / name).is_file() for name in names):
+    if real_if_present and all((mooncake_dir() / name).is_file() for name in names):
         return {}
     folder.mkdir(parents=True, exist_ok=True)
     for seed, name in enumerate(names, start=1):

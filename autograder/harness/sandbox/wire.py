@@ -7,6 +7,7 @@ are read with `allow_pickle=False` and must be numeric, and any failure is a `Pr
 from __future__ import annotations
 
 import dataclasses
+import functools
 import importlib
 import json
 import types
@@ -295,14 +296,20 @@ def _conforms(value: Any, hint: Any) -> bool:
     return False
 
 
+@functools.lru_cache(maxsize=None)
+def _fields_of(cls: type) -> tuple[dict[str, Any], frozenset[str]]:
+    """A wire type's annotations and init fields, read once: get_type_hints evaluates every string
+    annotation anew, and a forward callback brings a Config on every decode step."""
+    return typing.get_type_hints(cls), frozenset(f.name for f in dataclasses.fields(cls) if f.init)
+
+
 def _rebuild(name: str, fields: dict[str, Any], wire_types: WireTypes) -> Any:
     """A wire type's value from the worker, its field types checked against the annotations."""
     cls = wire_types.classes.get(name)
     cls_name = name.split(":")[1]
     if cls is None:
         raise ProtocolError(f"the worker sent a {cls_name}, which the grader cannot import")
-    hints = typing.get_type_hints(cls)
-    expected = {f.name for f in dataclasses.fields(cls) if f.init}
+    hints, expected = _fields_of(cls)
     if set(fields) != expected:
         raise ProtocolError(
             f"the worker sent a {cls_name} with fields {sorted(fields)}, expected {sorted(expected)}"
