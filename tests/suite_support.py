@@ -258,10 +258,9 @@ def stand_in_traces(names: Sequence[str], folder: Path, *, real_if_present: bool
     """Environment that gives the grading processes every Mooncake trace in `names`.
 
     Nothing when mooncake_dir() holds them all (and `real_if_present`). Otherwise `folder` gets a
-    stand-in for each: a
-    synthetic trace (kvlab.trace.make_trace, 3,000 requests) in Mooncake's JSON-lines format, so the
-    hidden tests that replay a real trace still run, against the trusted replay of the stand-in,
-    instead of skipping (which the grader rightly counts as its own fault).
+    stand-in for each: a synthetic trace (kvlab.trace.make_trace, 3,000 requests) in Mooncake's
+    JSON-lines format, so the hidden tests that replay a real trace still run, against the trusted
+    replay of the stand-in, instead of skipping (which the grader rightly counts as its own fault).
     """
     if real_if_present and all((mooncake_dir() / name).is_file() for name in names):
         return {}

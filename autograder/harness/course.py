@@ -111,9 +111,8 @@ COURSE = SandboxConfig(
     # Made in the worker because the student's code holds them: module 6's MemoryStore (the
     # connector writes into it) and its free-queue drill (200,000 blocks built beside the queue;
     # one round trip each would dwarf what the guard times). See docs/design.md for what this leaves.
-    # kvlab.probe's `ask` also runs there: it only calls the student's methods on the student's
-    # objects (a state machine's whole state in one round trip instead of ten), so whatever the
-    # worker's copy answers, the student's methods could have answered too.
+    # kvlab.probe's `ask` too: one round trip for a state machine's whole state (why that is safe:
+    # its docstring).
     worker_calls=frozenset({"kvlab.kvstore:MemoryStore", "kvlab.serving.drills:churn_free_queue",
                             "kvlab.probe:ask"}),
 )

@@ -145,7 +145,7 @@ class State:
     hits: int
 
 
-def student_state(student: Any, manager: Any, n_blocks: int, caching: bool = True) -> State:
+def student_state(student: Any, manager: Any, n_blocks: int) -> State:
     """The student's manager's state, read in one round trip."""
     answers = student.call("kvlab.probe:ask", [
         *((manager, "ref_cnt", (b,)) for b in range(n_blocks)), *((manager, "block_hash", (b,)) for b in range(n_blocks)),
