@@ -81,13 +81,15 @@ KINDS: dict[str, Mangle] = {
     "huge": lambda h, b, ref: (_set_value(h, ["L", [["I", i] for i in range(HUGE_ITEMS)]]), b),
     "reference": lambda h, b, ref: (_set_value(h, ["R", ref, "builtins.list"]), b),
     "stale-reference": lambda h, b, ref: (_set_value(h, ["R", 10 ** 9, "fuzz.Gone"]), b),
+    # An array handed back by a number the grader never gave out (kept.Sent).
+    "forged-echo": lambda h, b, ref: (_set_value(h, ["E", 10 ** 9]), b),
     "malformed-error": lambda h, b, ref: ({"seq": h.get("seq"), "ok": False, "error": {"type": 3}}, []),
     "unexpected-exception": lambda h, b, ref: ({"seq": h.get("seq"), "ok": False, "error": _error(
         "builtins", "StopIteration", ["StopIteration", "Exception", "BaseException", "object"])}, []),
 }
 # Kinds that leave a reply well-formed but change what it says: harmless where nothing is promised
 # (the reply to setattr, setitem: a test cannot tell).
-VALUE_KINDS = {"wrong-tag", "wrong-type", "huge", "reference", "stale-reference"}
+VALUE_KINDS = {"wrong-tag", "wrong-type", "huge", "reference", "stale-reference", "forged-echo"}
 
 
 def _frame(header: dict[str, Any], blobs: list[bytes]) -> bytes:

@@ -91,8 +91,8 @@ LOOP_BUDGET = 10.0
 PARALLEL = 3
 # Cases graded one after another in one folder, then the reference once (see run_chain): what a case
 # leaves for later submissions has the rest of its chain to show, and the suite grades the
-# reference 14 times instead of 80.
-CHAIN_LENGTH = 6
+# reference 8 times instead of 80.
+CHAIN_LENGTH = 10
 # The campaign (every grading, once per session) runs in the setup of the first test that uses it;
 # on a busy 2-core machine it takes minutes, beyond the suite's default per-test timeout.
 CAMPAIGN_TIMEOUT = 1800
@@ -232,11 +232,11 @@ CASES = [
     Case("3,000-deep folder chain", "no_decode", "deep_chain"),
     Case("3,000-deep folder chain, no bubblewrap", "no_decode", "deep_chain", bubblewrap=False,
          says=("nested more than 64 deep",)),
-    # Up to a second of CPU per call on a slow disk; the folder check stops every third call.
-    Case("4,000 more empty files at every call", "no_decode", "many_files", breaks=True,
+    # At most a second of CPU per call (see the payload); the folder check stops a later call.
+    Case("up to 4,000 more empty files at every call", "no_decode", "many_files", breaks=True,
          says=("more than 10000 files and folders",)),
-    Case("4,000 more empty files at every call, no bubblewrap", "no_decode", "many_files", bubblewrap=False, breaks=True,
-         says=("more than 10000 files and folders",)),
+    Case("up to 4,000 more empty files at every call, no bubblewrap", "no_decode", "many_files", bubblewrap=False,
+         breaks=True, says=("more than 10000 files and folders",)),
     Case("filling the disk", "no_decode", "fill_disk", says=("HOSTILE could not fill its folder: OSError",)),
     Case("filling the disk, no bubblewrap", "no_decode", "fill_disk", bubblewrap=False,
          says=("its folder held more than 64 MB",)),
@@ -268,7 +268,9 @@ CASES = [
          says=("attention scores",)),
     Case("large replies held together", "no_decode", "large_replies_held", breaks=True,
          says=("the grader keeps at once",)),
-    Case("plain data that parses into far more memory", "no_decode", "json_bomb", budget=10.0, breaks=True,
+    # Every test's call costs the grader a parse until the budget ends; 10 s once ran out on a busy
+    # machine before the first test (start-up included), so 20.
+    Case("plain data that parses into far more memory", "no_decode", "json_bomb", budget=20.0, breaks=True,
          says=("MB of plain data",)),
 ]
 # Gradescope's Docker: no bubblewrap, the unprivileged user and file permissions only (issue 8). Every
@@ -932,7 +934,8 @@ def test_suite_isolation_is_what_the_checks_assume(campaign: Campaign) -> None:
 # past a cost guard. Only the mutant's tasks are graded (sandboxed, through the grader's entry
 # `autograder.harness.run.run`, in a subprocess, with the suite's 2 s per call), once with the
 # payload and once without; the attack must score at most the honest part, pass nothing the honest
-# part fails, say why, and show no hidden or solution text.
+# part fails, say why, and show no hidden or solution text. The harvest cases are graded a second
+# time as Gradescope's Docker grades (no bubblewrap, see gradescope_env); their honest parts once.
 
 L07 = "lecture07"
 
@@ -949,6 +952,7 @@ class TaskCase:
     # results.json) are pasted into the payload's HARVEST_LINE, for it to answer from. The
     # outputs must mention this call: the attack had something to aim at.
     harvest: str = ""
+    bubblewrap: bool = True  # False: graded without bubblewrap, as Gradescope's Docker grades
 
     @property
     def payload(self) -> str:
@@ -985,6 +989,8 @@ TASK_CASES = [
              says=("MLA treated as per-head",), assignment="module06",
              harvest="kv_bytes_per_token(the published DeepSeek-V3 config"),
 ]
+TASK_CASES += [dataclasses.replace(case, name=f"{case.name}, no bubblewrap", bubblewrap=False)
+               for case in TASK_CASES if case.harvest]
 TASK_CASE_IDS = [re.sub(r"[^\w.]+", "-", case.name).strip("-") for case in TASK_CASES]
 
 GRADE_ONE = """
@@ -996,10 +1002,11 @@ run(sys.argv[1], Path(sys.argv[2]), Path(sys.argv[3]), mode="sandbox", tests_roo
 
 
 def grade_tasks(assignment: str, submission: Path, tests_root: Path, env: dict[str, str]) -> Graded:
-    """Grade `submission` against `tests_root` in a subprocess, sandboxed, as the grader does."""
+    """Grade `submission` against `tests_root` in a subprocess, sandboxed, as the grader does, on
+    `env`'s KVLAB_PYTHON where it names one (see gradescope_env)."""
     results = submission.parent / f"{submission.name}.json"
     started = time.monotonic()
-    command, group = memory_limited([sys.executable, "-c", GRADE_ONE, assignment, str(submission), str(results),
+    command, group = memory_limited([env.get("KVLAB_PYTHON", sys.executable), "-c", GRADE_ONE, assignment, str(submission), str(results),
                                      str(tests_root)], f"{assignment}-{submission.name}")
     done = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
     seconds = time.monotonic() - started
@@ -1047,7 +1054,8 @@ def task_campaign(tmp_path_factory: pytest.TempPathFactory) -> TaskCampaign:
     base = tmp_path_factory.mktemp("hostile-tasks")
     env = {**{k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "KVLAB_"))},
            "KVLAB_CALL_TIMEOUT": str(CALL_TIMEOUT), "PYTHONDONTWRITEBYTECODE": "1", "PYTHONPATH": str(REPO)}
-    runnable = [case for case in TASK_CASES if IS_ROOT or not case.root_only]
+    runnable = [case for case in TASK_CASES if (IS_ROOT or not case.root_only)
+                and (case.bubblewrap or READABLE_PYTHON is not None)]
     suites = {name: Suite(load_assignment(name, REPO)) for name in {case.assignment for case in runnable}}
     catalogs = {name: {mutant.name: mutant for mutant in suite.catalog} for name, suite in suites.items()}
     roots, folders = {}, {}
@@ -1057,7 +1065,7 @@ def task_campaign(tmp_path_factory: pytest.TempPathFactory) -> TaskCampaign:
         folders[key] = mutants.apply(mutant, suite.assignment.solution, base / f"honest-{key[0]}-{key[1]}")
     targets = {}
     for case in runnable:
-        folder = base / f"case-{case.folder}"
+        folder = base / f"case-{case.folder}{'' if case.bubblewrap else '-no-bubblewrap'}"
         shutil.copytree(folders[case.assignment, case.honest], folder)
         targets[case.name] = target = folder / catalogs[case.assignment][case.honest].file
         target.write_text(target.read_text(encoding="utf-8") + "\n\n" + case.payload, encoding="utf-8")
@@ -1067,9 +1075,11 @@ def task_campaign(tmp_path_factory: pytest.TempPathFactory) -> TaskCampaign:
         case_jobs = {}
         for case in runnable:
             key, target = (case.assignment, case.honest), targets[case.name]
-            case_jobs[case.name] = (pool.submit(harvest_then_grade, case, honest_jobs[key], target, roots[key], env)
+            case_env = env if case.bubblewrap else gradescope_env(env)
+            case_jobs[case.name] = (pool.submit(harvest_then_grade, case, honest_jobs[key], target, roots[key],
+                                                case_env)
                                     if case.harvest else pool.submit(grade_tasks, case.assignment, target.parent,
-                                                                     roots[key], env))
+                                                                     roots[key], case_env))
         honest = {key: job.result() for key, job in honest_jobs.items()}
         # What was submitted, read after grading: a harvest case's file got its outputs meanwhile.
         hostile = {name: (job.result(), "\n".join(p.read_text(encoding="utf-8")
@@ -1082,6 +1092,8 @@ def task_campaign(tmp_path_factory: pytest.TempPathFactory) -> TaskCampaign:
 def test_task_attack_gains_nothing(task_campaign: TaskCampaign, case: TaskCase) -> None:
     if case.root_only and not IS_ROOT:
         pytest.skip(f"needs root-level isolation: {case.root_only}")
+    if not case.bubblewrap and READABLE_PYTHON is None:
+        pytest.skip("no interpreter here that the unprivileged user can run, so no grading without bubblewrap")
     honest_graded = task_campaign.honest[case.assignment, case.honest]
     hostile, submitted = task_campaign.hostile[case.name]
     assert honest_graded.results is not None, f"the honest part {case.honest}: {honest_graded.problem}\n{honest_graded.log}"
@@ -1155,7 +1167,8 @@ print(json.dumps(eval(call, namespace)))
 """
 
 
-@pytest.mark.parametrize("case", [case for case in TASK_CASES if case.harvest], ids=lambda case: case.folder)
+@pytest.mark.parametrize("case", [case for case in TASK_CASES if case.harvest and case.bubblewrap],
+                         ids=lambda case: case.folder)
 def test_harvest_payload_wins_where_a_value_is_revealed(case: TaskCase, tmp_path: Path,
                                                         monkeypatch: pytest.MonkeyPatch) -> None:
     """A harvest case proves something only if its payload would profit from a message that showed the

@@ -19,7 +19,7 @@ import pytest
 
 from autograder.harness import course
 from autograder.harness.course import COURSE, bounded_forward
-from autograder.harness.sandbox import Limits, ProtocolError, Sandbox, TooBig, wire, wireformat
+from autograder.harness.sandbox import Limits, ProtocolError, Sandbox, TooBig, kept, wire, wireformat
 from kvlab.model import TINY, config_like, init_params
 
 REPO = Path(__file__).resolve().parent.parent
@@ -46,7 +46,7 @@ def sandbox(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sandbox]:
 
 def test_arrays_held_at_once_are_bounded(sandbox: Sandbox) -> None:
     sandbox.reset()
-    sandbox.holding = wire.Holding(array_bytes=10 << 20)
+    sandbox.holding = kept.Holding(array_bytes=10 << 20)
     heavy = sandbox.module("heavy")
     held = [heavy.floats(3), heavy.floats(3), heavy.floats(3)]
     with pytest.raises(TooBig, match="the grader keeps at once"):
@@ -61,7 +61,7 @@ def test_arrays_held_at_once_are_bounded(sandbox: Sandbox) -> None:
 
 def test_plain_values_of_one_test_are_bounded(sandbox: Sandbox) -> None:
     sandbox.reset()
-    sandbox.holding = wire.Holding(plain_items=10_000)
+    sandbox.holding = kept.Holding(plain_items=10_000)
     heavy = sandbox.module("heavy")
     assert len(heavy.ints(6_000)) == 6_000, "the first list is within the bound"
     with pytest.raises(TooBig, match="more than the grader keeps for one test"):
@@ -72,11 +72,11 @@ def test_plain_values_of_one_test_are_bounded(sandbox: Sandbox) -> None:
 
 def test_refusals_are_the_students_failures_and_the_worker_lives_on(sandbox: Sandbox) -> None:
     sandbox.reset()
-    sandbox.holding = wire.Holding(array_bytes=1 << 20)
+    sandbox.holding = kept.Holding(array_bytes=1 << 20)
     heavy = sandbox.module("heavy")
     with pytest.raises(TooBig):
         heavy.floats(2)
-    sandbox.holding = wire.Holding()
+    sandbox.holding = kept.Holding()
     assert heavy.ints(3) == [0, 1, 2], "the same worker answers the next request"
 
 
@@ -117,7 +117,7 @@ def test_one_reply_fits_beside_the_held_arrays_in_the_grader() -> None:
     parsed JSON of a reply (up to ~25 times its size), with the grader's own ~200 MB (numpy, pytest,
     a Mooncake trace) inside Gradescope's 768 MB, leaving the worker room to be the one killed."""
     grader_own = 200 << 20
-    held = (2 * wireformat.MAX_MESSAGE_BYTES + wire.HELD_ARRAY_BYTES + 4 * 8 * course.MAX_FORWARD_FLOATS
+    held = (2 * wireformat.MAX_MESSAGE_BYTES + kept.HELD_ARRAY_BYTES + 4 * 8 * course.MAX_FORWARD_FLOATS
             + 25 * wireformat.MAX_JSON_BYTES)
     assert grader_own + held <= 768 << 20, f"the bounds add up to {(grader_own + held) >> 20} MB"
 

@@ -27,7 +27,7 @@ from autograder.harness.sandbox import (
     WorkerTimeout,
 )
 from autograder.harness.course import COURSE
-from autograder.harness.sandbox import isolation, wire, wireformat
+from autograder.harness.sandbox import isolation, kept, wire, wireformat
 from autograder.harness.sandbox.errors import explain_exit
 
 REPO = Path(__file__).resolve().parents[1]
@@ -165,6 +165,14 @@ def write_file(path, text):
 def read_file(path):
     with open(path) as f:
         return f.read()
+
+def bump(a):
+    a.flat[0] += 1
+    return a
+
+def reshaped(a):
+    a.shape = (a.size,)
+    return a
 
 def listdir(path):
     return sorted(os.listdir(path))
@@ -457,6 +465,53 @@ def test_a_method_used_as_a_value_fails_closed(stud: Proxy, use: str) -> None:
         uses[use]()
 
 
+# ----- arrays handed back by number ------------------------------------------------------------------
+
+@pytest.fixture
+def echoed(box: Sandbox, monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The numbers of the arrays the worker handed back instead of their bytes, in this test."""
+    numbers: list[int] = []
+    real = kept.Sent.blob
+
+    def spy(self: kept.Sent, number: object) -> memoryview:
+        numbers.append(number)  # type: ignore[arg-type]
+        return real(self, number)
+
+    monkeypatch.setattr(kept.Sent, "blob", spy)
+    return numbers
+
+
+def test_arrays_passed_back_unchanged_cross_as_their_number(stud: Proxy, echoed: list[int]) -> None:
+    params = {"w": np.arange(4096.0).reshape(64, 64), "b": np.ones(1000, dtype=np.float32), "small": np.zeros(3)}
+    back = stud.echo(params)
+    assert back.keys() == params.keys(), f"the dict came back with keys {sorted(back)}"
+    for name, array in params.items():
+        assert back[name].dtype == array.dtype and np.array_equal(back[name], array), f"{name} came back changed"
+    assert len(echoed) == 2, (f"the two arrays of at least {wireformat.ECHO_MIN_BYTES} bytes must come back as "
+                              f"their numbers, the small one as bytes; {len(echoed)} came back by number")
+    back["w"][0, 0] = -1.0
+    assert params["w"][0, 0] == 0.0 and stud.echo(params)["w"][0, 0] == 0.0, (
+        "an array handed back by number must be a new array, as one decoded from its bytes is")
+
+
+@pytest.mark.parametrize("change", ["bump", "reshaped"])
+def test_arrays_changed_in_the_worker_cross_as_bytes(stud: Proxy, echoed: list[int], change: str) -> None:
+    sent = np.arange(2048.0).reshape(32, 64)
+    back = getattr(stud, change)(sent)
+    expected = {"bump": np.concatenate([[1.0], np.arange(1.0, 2048.0)]).reshape(32, 64),
+                "reshaped": np.arange(2048.0)}[change]
+    assert back.shape == expected.shape and np.array_equal(back, expected), (
+        f"{change}: the array changed in the worker must come back as it is there, got shape {back.shape}")
+    assert not echoed, f"{change}: a changed array came back by number {echoed}, so as the grader sent it"
+
+
+def test_numbers_name_nothing_after_a_reset(box: Sandbox, stud: Proxy) -> None:
+    stud.echo(np.zeros(4096))
+    assert box.sent.blobs, "the array just sent must be kept while the test lasts"
+    box.reset()
+    assert not box.sent.blobs, "a reset (a new test) must forget the arrays sent before it"
+
+
 def test_always_equal_object_equals_nothing_trusted(stud: Proxy) -> None:
     sneaky = stud.AlwaysEqual()
     assert isinstance(sneaky, Proxy), "an object with a custom __eq__ must stay a reference"
@@ -688,7 +743,7 @@ def test_garbage_from_worker_is_a_protocol_error(stud: Proxy, data: bytes) -> No
         ["A", 0], ["G", 0], ["Z"], ["I", "1"], ["F", 1], ["L", "x"], ["D", [[1, ["N"]]]], ["R", -1, "t"],
         ["C", "os:system", []], ["X", "m", "", []], ["Y", 5], "N", [], [["N"]],
         ["P", "O", "dtype"], ["P", "<U3", "type"], ["P", "f" * 100, "type"], ["P", "<f8", "class"],
-        ["A", 1], ["A", 2], ["A", 3], ["A", 4], ["G", 1],
+        ["A", 1], ["A", 2], ["A", 3], ["A", 4], ["G", 1], ["E", 1], ["E", "1"], ["E", 0, 1],
     ],
     ids=str,
 )

@@ -59,7 +59,10 @@ def stated_text(assignment_id: str) -> str:
 def test_every_name_the_tests_use_is_stated(assignment_id: str, tmp_path: Path) -> None:
     assignment = load_assignment(assignment_id, REPO)
     env = {**os.environ, "PYTHONPATH": str(REPO),
-           **stand_in_traces(assignment.traces, tmp_path / "traces")}
+           # The names asked of the student's objects do not depend on the trace's length: the
+           # 3,000-request stand-in, even where Mooncake's is installed (test_gradescope_package
+           # grades the real one).
+           **stand_in_traces(assignment.traces, tmp_path / "traces", real_if_present=False)}
     out = tmp_path / "names.json"
     done = subprocess.run(
         [sys.executable, "-c", RECORD, assignment_id, str(assignment.solution), str(tmp_path / "results.json"),

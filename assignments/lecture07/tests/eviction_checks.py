@@ -168,11 +168,11 @@ def hit_ratio_problem(
     expected value and its counts out of the message, so that resubmitting cannot collect them;
     the message still gives the student's value and the likely cause.
     """
-    hit, total = replay(trace, capacity, policy, block_size)
     empty = ("a trace with no input tokens (an empty trace) has hit ratio 0.0: return 0.0 when the total is 0 "
              "instead of dividing by it")
-    if error is not None:
-        return error_problem(call, error) + ("" if total else f". {empty}")
+    if error is not None:  # no replay (seconds on a long trace) for a call that returned nothing
+        return error_problem(call, error) + ("" if sum(r.input_len for r in trace) else f". {empty}")
+    hit, total = replay(trace, capacity, policy, block_size)
     expected = hit / total if total else 0.0
     if got == expected and isinstance(got, float):
         return None

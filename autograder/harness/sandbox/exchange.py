@@ -37,8 +37,9 @@ from .process import (
     readable,
 )
 from .proxy import Proxy
-from .wire import Decoder, Holding, Reader, WireTypes, encode
-from .wireformat import MAX_CALLBACK_DEPTH, TEXT_LIMIT, frame
+from .kept import Holding, Sent
+from .wire import Decoder, Reader, WireTypes, encode
+from .wireformat import MAX_CALLBACK_DEPTH, TEXT_LIMIT, WRITEV_PARTS, frame, written
 
 # How often a long request checks the worker's CPU time (and, at most every DISK_CHECK_SECONDS, its
 # folder): the granularity of the CPU limit.
@@ -57,6 +58,7 @@ class Exchange:
     _wire_types: WireTypes
     _seq: int
     holding: Holding
+    sent: Sent
     _generation: int
     methods: set[tuple[Any, str]]
     # Why each worker stopped for cause (a timeout, a crash, invalid data), by the generation of its
@@ -154,13 +156,11 @@ class Exchange:
                                 poller.unregister(fd)
                         elif fd == worker.req_w:
                             try:
-                                pending[0] = pending[0][os.write(fd, pending[0][:PIPE_BYTES]):]
+                                pending = written(pending, os.writev(fd, pending[:WRITEV_PARTS]))
                             except BlockingIOError:
                                 continue
                             except BrokenPipeError:
                                 self._died(label, cpu_before)
-                            while pending and not pending[0]:
-                                pending.pop(0)
                             if not pending:
                                 poller.unregister(fd)
                         elif fd == worker.resp_r:
@@ -218,7 +218,7 @@ class Exchange:
             return Proxy(self, ["R", number], generation, f"your {type_name}", type_name)
 
         try:
-            decoder = Decoder(blobs, make_proxy, self._wire_types, self.holding)
+            decoder = Decoder(blobs, make_proxy, self._wire_types, self.holding, self.sent)
             decoded_args = [decoder.decode(arg) for arg in args]
             decoded_kwargs = dict(decoder.pair(item, 0) for item in kwargs)
         except ProtocolError as exc:
@@ -233,7 +233,8 @@ class Exchange:
         self._callback_depth += 1
         try:
             value = function(*decoded_args, **decoded_kwargs)
-            header = {"op": "return", "ok": True, "value": encode(value, out, self._reference, self._wire_types)}
+            header = {"op": "return", "ok": True,
+                      "value": encode(value, out, self._reference, self._wire_types, sent=self.sent)}
         except Exception as exc:
             if self._res.worker is not worker:  # a nested request stopped the worker
                 raise

@@ -37,7 +37,8 @@ from .exchange import Exchange
 from .limits import Limits
 from .process import Resources, WorkerProcess
 from .proxy import STOP, Proxy
-from .wire import Decoder, Holding, WireTypes, encode
+from .kept import Holding, Sent
+from .wire import Decoder, WireTypes, encode
 from .wireformat import TEXT_LIMIT
 
 # Starting includes the interpreter and numpy (a fraction of a second); this only catches hangs.
@@ -96,7 +97,7 @@ class Sandbox(Exchange):
     Whatever the worker sends is the student's: a reply the trusted side cannot use raises a
     `StudentException` in the test that asked (`BadReply` for a value of the wrong kind, an object of
     a worker stopped earlier in the test, or a trusted call failing on the student's objects), and
-    `holding` (`wire.Holding`) bounds what this process keeps of the replies at once.
+    `holding` (`kept.Holding`) bounds what this process keeps of the replies at once.
 
     `isolation` reports, in words, what isolation is in force and what is reduced.
     `last_call_cpu`: CPU seconds the worker spent on the last round trip, read from /proc by this
@@ -170,8 +171,10 @@ class Sandbox(Exchange):
         # (Proxy.__getattr__ then skips the lookup: one round trip per call instead of two).
         # Dropped with the object table.
         self.methods: set[tuple[Any, str]] = set()
-        # What this process holds of the student's replies, bounded per test (wire.Holding).
+        # What this process holds of the student's replies, bounded per test (kept.Holding).
         self.holding = Holding()
+        # The arrays sent to the worker in this test, which it may hand back by number (kept.Sent).
+        self.sent = Sent()
         self._seq = 0
         self._output = bytearray()
         self._dropped = 0
@@ -242,6 +245,7 @@ class Sandbox(Exchange):
         self._output.clear()
         self._dropped = 0
         self.holding.new_test()
+        self.sent.clear()
 
     def restart(self) -> None:
         """Replace the worker with a new process (a new hash seed among other things); proxies die."""
@@ -307,8 +311,9 @@ class Sandbox(Exchange):
         self._ready_worker()
         blobs: list[Any] = []
         header: dict[str, Any] = {"op": op, "target": target}
-        header["args"] = [encode(arg, blobs, self._reference, self._wire_types) for arg in args]
-        header["kwargs"] = [[k, encode(v, blobs, self._reference, self._wire_types)] for k, v in kwargs.items()]
+        header["args"] = [encode(arg, blobs, self._reference, self._wire_types, sent=self.sent) for arg in args]
+        header["kwargs"] = [[k, encode(v, blobs, self._reference, self._wire_types, sent=self.sent)]
+                            for k, v in kwargs.items()]
         reply, reply_blobs = self._exchange(header, blobs, label, timeout or self.limits.call_timeout)
         try:
             value = self._interpret(op, reply, reply_blobs, label)
@@ -331,7 +336,7 @@ class Sandbox(Exchange):
             def make_proxy(number: int, type_name: str) -> Proxy:
                 return Proxy(self, ["R", number], generation, label, type_name)
 
-            return Decoder(blobs, make_proxy, self._wire_types, self.holding).decode(reply["value"])
+            return Decoder(blobs, make_proxy, self._wire_types, self.holding, self.sent).decode(reply["value"])
         error = reply.get("error")
         if reply.get("ok") is not False or type(error) is not dict:
             raise ProtocolError(f"the worker sent a malformed reply: {str(reply)[:200]}")
@@ -377,6 +382,7 @@ class Sandbox(Exchange):
             self._res.fresh_home()
         self._home_used = not self._plan.bubblewrap
         self._disk_checked, self._disk_checked_cpu = 0.0, 0.0
+        self.sent.clear()
         self._seq += 1
         self.launches += 1
         limits = {

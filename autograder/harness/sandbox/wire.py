@@ -12,13 +12,13 @@ import importlib
 import json
 import types
 import typing
-import weakref
 from typing import Any, Callable
 
 import numpy as np
 
 from .config import ColumnCodec, SandboxConfig
-from .errors import ProtocolError, TooBig, student_exception_class
+from .errors import ProtocolError, student_exception_class
+from .kept import ITEM_BYTES, Holding, Sent
 from .wireformat import (
     HEADER,
     INT_LIST_MIN,
@@ -30,53 +30,7 @@ from .wireformat import (
     save_npy,
 )
 
-__all__ = ["Decoder", "Holding", "Reader", "WireTypes", "encode"]
-
-# What the trusted process holds at once of the student's replies (issue 8, item 5): arrays decoded
-# and still alive (honest tests: at most 37 MB in all, over a whole test), and plain values decoded
-# during one test, strings and bytes counted by their size (honest tests: at most 200,000).
-HELD_ARRAY_BYTES = 128 << 20
-HELD_PLAIN_ITEMS = 2_000_000
-# A str or bytes costs one item per this many characters or bytes (about an item's own size).
-ITEM_BYTES = 64
-
-
-class Holding:
-    """What the trusted process holds of the student's replies, bounded: live arrays (tracked until
-    the last reference to each goes) and the plain values decoded since `new_test()`. Going over
-    raises TooBig in the test that asked, before the memory is taken."""
-
-    def __init__(self, array_bytes: int = HELD_ARRAY_BYTES, plain_items: int = HELD_PLAIN_ITEMS) -> None:
-        self.array_bytes, self.plain_items = array_bytes, plain_items
-        self.live = 0
-        self.items = 0
-
-    def new_test(self) -> None:
-        self.items = 0
-
-    def take_items(self, count: int) -> None:
-        self.items += count
-        if self.items > self.plain_items:
-            raise TooBig(
-                f"your code's results in this test hold more than {self.plain_items:,} values (lists, "
-                "numbers, text), more than the grader keeps for one test: return numpy arrays, or less"
-            )
-
-    def take_array(self, nbytes: int) -> None:
-        if self.live + nbytes > self.array_bytes:
-            raise TooBig(
-                f"an array of {nbytes >> 20} MB from your code, with the {self.live >> 20} MB of its arrays "
-                f"the test still holds, is more than the {self.array_bytes >> 20} MB the grader keeps at once"
-            )
-
-    def track(self, array: np.ndarray, nbytes: int) -> np.ndarray:
-        self.live += nbytes
-        weakref.finalize(array, self._release, nbytes)
-        return array
-
-    def _release(self, nbytes: int) -> None:
-        self.live -= nbytes
-
+__all__ = ["Decoder", "Reader", "WireTypes", "encode"]
 
 class WireTypes:
     """A config's wire types as this (trusted) process imports them, and their column codecs.
@@ -189,9 +143,10 @@ def _numeric_dtype(value: np.dtype | type) -> np.dtype:
 
 def encode(
     value: Any, blobs: list[Any], reference: Callable[[Any], list[Any] | None], wire_types: WireTypes,
-    depth: int = 0,
+    depth: int = 0, sent: Sent | None = None,
 ) -> list[Any]:
-    """A trusted value for the worker. `reference(value)` gives the tree for a proxy, else None."""
+    """A trusted value for the worker. `reference(value)` gives the tree for a proxy, else None;
+    arrays `sent` numbers may come back as that number."""
     if depth > MAX_DECODE_DEPTH:
         raise TypeError("cannot send data nested this deeply (or a cyclic structure) to student code")
     tree = reference(value)
@@ -202,7 +157,8 @@ def encode(
     # numpy first: np.float64 is a float subclass and must keep its dtype.
     if isinstance(value, np.ndarray):
         blobs.append(_array_bytes(np.asarray(value), "an array"))
-        return ["A", len(blobs) - 1]
+        number = sent.offer(blobs[-1]) if sent is not None else None
+        return ["A", len(blobs) - 1] if number is None else ["A", len(blobs) - 1, number]
     if isinstance(value, np.generic):
         blobs.append(_array_bytes(np.asarray(value), "a numpy scalar"))
         return ["G", len(blobs) - 1]
@@ -231,16 +187,16 @@ def encode(
             blobs.append(_array_bytes(column, "a list of ints"))
             return ["J", len(blobs) - 1]
     if isinstance(value, (list, tuple)):
-        items = [encode(item, blobs, reference, wire_types, depth + 1) for item in value]
+        items = [encode(item, blobs, reference, wire_types, depth + 1, sent) for item in value]
         return ["L" if isinstance(value, list) else "T", items]
     if isinstance(value, dict):
         if not all(isinstance(key, str) for key in value):
             raise TypeError("cannot send a dict with non-str keys to student code")
-        return ["D", [[str.__str__(k), encode(v, blobs, reference, wire_types, depth + 1)] for k, v in value.items()]]
+        return ["D", [[str.__str__(k), encode(v, blobs, reference, wire_types, depth + 1, sent)] for k, v in value.items()]]
     name = wire_types.names.get(type(value))
     if name is not None:
         fields = [f.name for f in dataclasses.fields(value) if f.init]
-        return ["C", name, [[f, encode(getattr(value, f), blobs, reference, wire_types, depth + 1)] for f in fields]]
+        return ["C", name, [[f, encode(getattr(value, f), blobs, reference, wire_types, depth + 1, sent)] for f in fields]]
     if callable(value):
         raise TypeError(
             f"cannot pass the trusted-side callable {value!r} to student code: only plain data and "
@@ -338,15 +294,17 @@ class Decoder:
     """Turns trees from the worker into trusted values; `make_proxy(number, type_name)` builds references."""
 
     def __init__(self, blobs: list[memoryview], make_proxy: Callable[[int, str], Any],
-                 wire_types: WireTypes, holding: Holding | None = None) -> None:
+                 wire_types: WireTypes, holding: Holding | None = None, sent: Sent | None = None) -> None:
         self.blobs = blobs
         self.make_proxy = make_proxy
         self.wire_types = wire_types
         self.holding = holding or Holding()
+        self.sent = sent or Sent()
 
-    def array(self, index: Any) -> np.ndarray:
-        """The array in blob `index`, counted as held (TooBig before it is copied out)."""
-        blob = self.blob(index)
+    def array(self, index: Any, echoed: bool = False) -> np.ndarray:
+        """The array in blob `index` (`echoed`: the one this process sent as number `index`),
+        counted as held (TooBig before it is copied out)."""
+        blob = self.sent.blob(index) if echoed else self.blob(index)
         self.holding.take_array(len(blob))
         return self.holding.track(_read_array(blob), len(blob))
 
@@ -378,8 +336,8 @@ class Decoder:
             return items if tag == "L" else tuple(items)
         if tag == "D" and len(rest) == 1 and type(rest[0]) is list:
             return dict(self.pair(item, depth) for item in rest[0])
-        if tag == "A" and len(rest) == 1:
-            return self.array(rest[0])
+        if tag in ("A", "E") and len(rest) == 1:
+            return self.array(rest[0], echoed=tag == "E")
         if tag == "G" and len(rest) == 1:
             array = _read_array(self.blob(rest[0]))
             if array.ndim != 0:

@@ -18,6 +18,8 @@ item is a tag:
     name, ["J", blob] a long list of ints as one int64 array, and ["W", "module:Class", "L" or "T",
     blob, ...] a list or tuple of one wire type as the columns of its configured codec (trusted to
     worker only: a scalar column is one blob, a ragged one two: lengths, then all values).
+An array the trusted side sends may carry a number, ["A", blob, number]; while the test lasts, the
+worker may send that same array back, unchanged, as ["E", number] (worker to trusted only).
 
 A request names an operation of the worker's table (getattr, call, callmethod, len, ...); a reply to
 getattr may say "method": true when the attribute is a method of the object's class that nothing
@@ -42,10 +44,16 @@ HEADER = struct.Struct("<IQ")
 # the largest honest reply (module 6) is 2.5 MB.
 MAX_JSON_BYTES = 4 << 20
 # The grader holds a whole reply plus the arrays it becomes (2 x 64 MB), beside the arrays earlier
-# replies of the same test still hold (wire.Holding) and the worker, all in Gradescope's 768 MB.
+# replies of the same test still hold (kept.Holding) and the worker, all in Gradescope's 768 MB.
 MAX_MESSAGE_BYTES = 64 << 20
-# Messages up to this size are written with a single write.
+# Messages up to this size are joined into one buffer.
 JOIN_BYTES = 64 << 10
+# Arrays sent to the worker that it may hand back by number (kept.Sent): at least this large, and
+# at most this much of them kept per test, on each side.
+ECHO_MIN_BYTES = 4 << 10
+ECHO_KEPT_BYTES = 64 << 20
+# Parts handed to one writev (Linux's IOV_MAX is 1024).
+WRITEV_PARTS = 1024
 # The .npy header of a legitimate array is a few hundred bytes.
 MAX_NPY_HEADER = 10000
 # Containers nested deeper than this cross as references (worker to trusted); this also turns cycles
@@ -108,11 +116,23 @@ def frame(header: dict[str, Any], blobs: list[Any]) -> list[Any]:
 
 
 def send(fd: int, header: dict[str, Any], blobs: list[Any]) -> None:
-    """Write one message to a blocking fd."""
-    for part in frame(header, blobs):
-        view = memoryview(part)
-        while view:
-            view = view[os.write(fd, view):]
+    """Write one message to a blocking fd, all its parts in each system call (see `written`)."""
+    pending = [memoryview(part).cast("B") for part in frame(header, blobs)]
+    while pending:
+        pending = written(pending, os.writev(fd, pending[:WRITEV_PARTS]))
+
+
+def written(pending: list[memoryview], count: int) -> list[memoryview]:
+    """What is left of the parts `pending` after a write of `count` bytes from their start.
+
+    One writev per pipe-full, not one write per part: each write wakes the reader, and on a busy
+    core every wake-up is a switch between the two processes (a message of 20 arrays was 20)."""
+    while pending and count >= len(pending[0]):
+        count -= len(pending[0])
+        pending = pending[1:]
+    if count:
+        pending = [pending[0][count:], *pending[1:]]
+    return pending
 
 
 def save_npy(np: Any, array: Any) -> memoryview:

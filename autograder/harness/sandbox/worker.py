@@ -40,6 +40,7 @@ from typing import Any
 # for this one import, before the student's folder is (see main()).
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from wireformat import (  # noqa: E402
+    ECHO_KEPT_BYTES,
     MAX_CALLBACK_DEPTH,
     MAX_DEPTH,
     MAX_INT_BITS,
@@ -123,6 +124,10 @@ class Worker:
         self.shown_roots = tuple(os.path.join(p, "") for p in (init["home"], *init["lib_dirs"]))
         self.table: dict[int, Any] = {}
         self.numbers: dict[int, int] = {}  # id(object) -> its number, so one object has one number
+        # Arrays the trusted side sent with a number, until the next reset: id(array) -> (the array,
+        # kept alive, a copy as it arrived, its number). Sent back unchanged, they cross as the number.
+        self.echoes: dict[int, tuple[Any, Any, int]] = {}
+        self.echo_bytes = 0
         self.next_number = 1
         self.current_seq = init["seq"]  # the request being answered (the innermost one)
         self.callback_depth = 0
@@ -254,6 +259,8 @@ class Worker:
             if op == "reset":
                 self.table.clear()
                 self.numbers.clear()
+                self.echoes.clear()
+                self.echo_bytes = 0
                 return reply, out
             target = self.decode(header["target"], blobs)
             args = [self.decode(arg, blobs) for arg in header.get("args", [])]
@@ -311,6 +318,9 @@ class Worker:
             return dtype if tree[2] == "dtype" else dtype.type
         if tag in "AG":
             array = load_npy(self.np, blobs[tree[1]])
+            if len(tree) == 3 and self.echo_bytes + array.nbytes <= ECHO_KEPT_BYTES:
+                self.echoes[id(array)] = (array, array.copy(), tree[2])
+                self.echo_bytes += array.nbytes
             return array if tag == "A" else array[()]
         if tag == "C":
             return self.wire_type(tree[1])(**{field: self.decode(value, blobs) for field, value in tree[2]})
@@ -372,6 +382,9 @@ class Worker:
             blobs.append(value)
             return ["Y", len(blobs) - 1]
         if isinstance(value, (np.ndarray, np.generic)):
+            echo = self.echoes.get(id(value))
+            if echo is not None and echo[0] is value and self.unchanged(value, echo[1]):
+                return ["E", echo[2]]
             array = np.asarray(value)  # an ndarray subclass crosses as a plain ndarray
             if array.dtype.kind not in NUMERIC_KINDS or array.dtype.fields is not None:
                 raise UnsupportedValue(
@@ -397,6 +410,14 @@ class Worker:
         if isinstance(value, type) and issubclass(value, BaseException):
             return ["X", str(value.__module__), str(value.__qualname__), self.lineage(value)]
         return ["R", self.number(value), f"{safe_str(kind.__module__)}.{safe_str(kind.__qualname__)}"[:200]]
+
+    def unchanged(self, array: Any, arrived: Any) -> bool:
+        """Whether `array` still holds, byte for byte, in the same layout, what arrived."""
+        if (array.dtype != arrived.dtype or array.shape != arrived.shape or array.strides != arrived.strides
+                or not array.flags.c_contiguous):
+            return False
+        bytes_of = self.np.uint8
+        return bool(self.np.array_equal(array.reshape(-1).view(bytes_of), arrived.reshape(-1).view(bytes_of)))
 
     def numeric_dtype(self, value: Any) -> Any:
         """The dtype of a numeric np.dtype or concrete numpy scalar type (np.float32), else None."""

@@ -1,0 +1,97 @@
+"""What the trusted side keeps of one test's traffic with the worker: `Holding`, the student's
+replies it still holds (bounded, issue 8, item 5), and `Sent`, the arrays it sent that the worker
+may hand back by number. Both are reset at every test (`Sandbox.reset`).
+"""
+from __future__ import annotations
+
+import weakref
+from typing import Any
+
+import numpy as np
+
+from .errors import ProtocolError, TooBig
+from .wireformat import ECHO_KEPT_BYTES, ECHO_MIN_BYTES
+
+__all__ = ["Holding", "Sent"]
+
+# What the trusted process holds at once of the student's replies (issue 8, item 5): arrays decoded
+# and still alive (honest tests: at most 37 MB in all, over a whole test), and plain values decoded
+# during one test, strings and bytes counted by their size (honest tests: at most 200,000).
+HELD_ARRAY_BYTES = 128 << 20
+HELD_PLAIN_ITEMS = 2_000_000
+# A str or bytes costs one item per this many characters or bytes (about an item's own size).
+ITEM_BYTES = 64
+
+
+class Holding:
+    """What the trusted process holds of the student's replies, bounded: live arrays (tracked until
+    the last reference to each goes) and the plain values decoded since `new_test()`. Going over
+    raises TooBig in the test that asked, before the memory is taken."""
+
+    def __init__(self, array_bytes: int = HELD_ARRAY_BYTES, plain_items: int = HELD_PLAIN_ITEMS) -> None:
+        self.array_bytes, self.plain_items = array_bytes, plain_items
+        self.live = 0
+        self.items = 0
+
+    def new_test(self) -> None:
+        self.items = 0
+
+    def take_items(self, count: int) -> None:
+        self.items += count
+        if self.items > self.plain_items:
+            raise TooBig(
+                f"your code's results in this test hold more than {self.plain_items:,} values (lists, "
+                "numbers, text), more than the grader keeps for one test: return numpy arrays, or less"
+            )
+
+    def take_array(self, nbytes: int) -> None:
+        if self.live + nbytes > self.array_bytes:
+            raise TooBig(
+                f"an array of {nbytes >> 20} MB from your code, with the {self.live >> 20} MB of its arrays "
+                f"the test still holds, is more than the {self.array_bytes >> 20} MB the grader keeps at once"
+            )
+
+    def track(self, array: np.ndarray, nbytes: int) -> np.ndarray:
+        self.live += nbytes
+        weakref.finalize(array, self._release, nbytes)
+        return array
+
+    def _release(self, nbytes: int) -> None:
+        self.live -= nbytes
+
+
+class Sent:
+    """The arrays this process sent the worker during the current test, by number, which the worker
+    may hand back as ["E", number] instead of their bytes (wireformat.py).
+
+    A decode passes its weights to every forward callback (1.1 MB per step of lecture 2's work
+    check): sent back as a number, they cost neither the copies nor the pipe. Trusting the number
+    gives the worker nothing: it can only name bytes this process sent itself, which it could have
+    sent back verbatim, and they are decoded and held like any reply. Arrays below ECHO_MIN_BYTES
+    are not numbered (the number would save little), nor any beyond ECHO_KEPT_BYTES in one test.
+    """
+
+    def __init__(self) -> None:
+        self.blobs: dict[int, memoryview] = {}
+        self.kept = 0
+        self.next = 1  # never reused by one sandbox, so a number from an earlier test names nothing
+
+    def offer(self, blob: memoryview) -> int | None:
+        """The number of a blob about to be sent, or None when it is not kept."""
+        if len(blob) < ECHO_MIN_BYTES or self.kept + len(blob) > ECHO_KEPT_BYTES:
+            return None
+        number, self.next = self.next, self.next + 1
+        self.blobs[number] = blob
+        self.kept += len(blob)
+        return number
+
+    def blob(self, number: Any) -> memoryview:
+        blob = self.blobs.get(number) if type(number) is int else None
+        if blob is None:
+            raise ProtocolError(f"the worker handed back an array {str(number)[:20]!r} the grader never sent it")
+        return blob
+
+    def clear(self) -> None:
+        """A new test (or a new worker): the numbers sent so far name nothing any more."""
+        self.blobs.clear()
+        self.kept = 0
