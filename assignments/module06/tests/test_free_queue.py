@@ -5,7 +5,6 @@ tail, remove unlinks a block from anywhere in O(1). block_ids() lists the queue 
 """
 from __future__ import annotations
 
-import time
 from typing import Any
 
 import pytest
@@ -59,9 +58,10 @@ def test_errors(student: Any) -> None:
 
 @pytest.mark.task("free_queue", points=1)
 def test_remove_costs_o1(student: Any) -> None:
-    start = time.perf_counter()
-    student.call("kvlab.serving.drills:churn_free_queue", student.block_manager.FreeBlockQueue,
-                 student.block_manager.KVBlock, 50_000, 1_000, 0)
-    elapsed = time.perf_counter() - start
-    assert elapsed < 4, (f"1,000 remove + append pairs on a 50,000-block queue took {elapsed:.1f} s. Likely cause: "
+    # CPU time, as the grader measures it: another job on the machine does not stretch it.
+    _, seconds = student.cpu_seconds(
+        student.call, "kvlab.serving.drills:churn_free_queue", student.block_manager.FreeBlockQueue,
+        student.block_manager.KVBlock, 50_000, 1_000, 0)
+    assert seconds < 4, (f"1,000 remove + append pairs on a 50,000-block queue took {seconds:.1f} s of CPU time. "
+                         "Likely cause: "
                          "remove is not O(1) (a Python list's remove scans); link the blocks to each other instead")

@@ -3,7 +3,6 @@ operation), random operations against a plain list, the errors, and a cost that 
 the queue's length."""
 from __future__ import annotations
 
-import time
 from typing import Any
 
 import numpy as np
@@ -135,12 +134,12 @@ def test_errors(student: Any) -> None:
 @pytest.mark.task("free_queue", points=3)
 def test_cost_does_not_grow_with_the_queue(student: Any) -> None:
     what = f"{GUARD_OPS:,} remove + append pairs on a queue of {GUARD_BLOCKS:,} blocks"
-    start = time.perf_counter()
-    try:
-        ids = student.call("kvlab.serving.drills:churn_free_queue", student.block_manager.FreeBlockQueue,
-                           student.block_manager.KVBlock, GUARD_BLOCKS, GUARD_OPS, 3)
+    try:  # CPU time, the grader's measure: another job on the machine does not stretch it
+        ids, seconds = student.cpu_seconds(
+            student.call, "kvlab.serving.drills:churn_free_queue", student.block_manager.FreeBlockQueue,
+            student.block_manager.KVBlock, GUARD_BLOCKS, GUARD_OPS, 3)
     except Exception as error:  # the grader's per-call timeout ends a slow call with an error
         pytest.fail(f"{what} did not finish ({type(error).__name__}: {error}). {SLOW_CAUSE}", pytrace=False)
-    elapsed = time.perf_counter() - start
-    assert elapsed <= GUARD_SECONDS, f"{what} took {elapsed:.1f} s (limit {GUARD_SECONDS:g} s). {SLOW_CAUSE}"
+    assert seconds <= GUARD_SECONDS, (
+        f"{what} took {seconds:.1f} s of CPU time (limit {GUARD_SECONDS:g} s). {SLOW_CAUSE}")
     assert sorted(ids) == list(range(GUARD_BLOCKS)), "after the churn the queue should still hold every block once"
