@@ -91,7 +91,7 @@ LOOP_BUDGET = 10.0
 PARALLEL = 3
 # Cases graded one after another in one folder, then the reference once (see run_chain): what a case
 # leaves for later submissions has the rest of its chain to show, and the suite grades the
-# reference 8 times instead of 80.
+# reference 9 times instead of 80.
 CHAIN_LENGTH = 10
 # The campaign (every grading, once per session) runs in the setup of the first test that uses it;
 # on a busy 2-core machine it takes minutes, beyond the suite's default per-test timeout.
@@ -1006,8 +1006,8 @@ def grade_tasks(assignment: str, submission: Path, tests_root: Path, env: dict[s
     `env`'s KVLAB_PYTHON where it names one (see gradescope_env)."""
     results = submission.parent / f"{submission.name}.json"
     started = time.monotonic()
-    command, group = memory_limited([env.get("KVLAB_PYTHON", sys.executable), "-c", GRADE_ONE, assignment, str(submission), str(results),
-                                     str(tests_root)], f"{assignment}-{submission.name}")
+    command, group = memory_limited([env.get("KVLAB_PYTHON", sys.executable), "-c", GRADE_ONE, assignment,
+                                     str(submission), str(results), str(tests_root)], f"{assignment}-{submission.name}")
     done = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
     seconds = time.monotonic() - started
     memory_peak, oom_kills = release_cgroup(group)
