@@ -192,11 +192,13 @@ def encode(
     if isinstance(value, dict):
         if not all(isinstance(key, str) for key in value):
             raise TypeError("cannot send a dict with non-str keys to student code")
-        return ["D", [[str.__str__(k), encode(v, blobs, reference, wire_types, depth + 1, sent)] for k, v in value.items()]]
+        return ["D", [[str.__str__(k), encode(v, blobs, reference, wire_types, depth + 1, sent)]
+                      for k, v in value.items()]]
     name = wire_types.names.get(type(value))
     if name is not None:
         fields = [f.name for f in dataclasses.fields(value) if f.init]
-        return ["C", name, [[f, encode(getattr(value, f), blobs, reference, wire_types, depth + 1, sent)] for f in fields]]
+        return ["C", name, [[f, encode(getattr(value, f), blobs, reference, wire_types, depth + 1, sent)]
+                            for f in fields]]
     if callable(value):
         raise TypeError(
             f"cannot pass the trusted-side callable {value!r} to student code: only plain data and "
