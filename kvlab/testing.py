@@ -35,12 +35,23 @@ LOGIT_ATOL = 1e-9
 FLOAT32_LOGIT_ATOL = 1e-4
 
 
-# Where the hidden checks' draws come from: the system's randomness in a real grading; a seeded
-# generator when the grader's own environment (never the student's process) sets
-# $KVLAB_GRADING_SEED, so that the repository's tests of the tests can grade one submission twice
-# (sandboxed, in-process) and compare.
-_SEED = os.environ.get("KVLAB_GRADING_SEED", "")
-_DRAWS = random.Random(int(_SEED)) if _SEED.isdigit() else secrets.SystemRandom()
+def _draws() -> random.Random:
+    """Where the hidden checks' draws come from: the system's randomness in a real grading; a seeded
+    generator when the grader's own environment (never the student's process) sets
+    $KVLAB_GRADING_SEED, so that the repository's tests of the tests can grade one submission twice
+    (sandboxed, in-process) and compare."""
+    seed = os.environ.get("KVLAB_GRADING_SEED", "")
+    return random.Random(int(seed)) if seed.isdigit() else secrets.SystemRandom()
+
+
+_DRAWS = _draws()
+
+
+def restart_draws() -> None:
+    """Draw anew from the start (the grader calls it as a grading run begins): a process that grades
+    one submission after another, in both modes, then gives each run the same seeded draws."""
+    global _DRAWS
+    _DRAWS = _draws()
 
 
 # The draws of the test running now, for the staff's record (the grader's take_draws()).

@@ -1,13 +1,17 @@
-"""Grade several submissions in one process, each sandboxed and then in-process (tests/test_suites.py).
+"""Grade submissions one after another, each sandboxed and then in-process (tests/test_suites.py).
 
-    PYTHONPATH=. python tests/grade_batch.py JOBS.json
+    PYTHONPATH=. python tests/grade_batch.py < JOBS
 
-JOBS.json is a list of {"assignment", "submission", "tests_root", "out"}; for each, the grader's
-own entry `autograder.harness.run.run` (what Gradescope's run_autograder calls) writes
-out/sandbox.json and out/inprocess.json, and what it printed to stderr (where a grader fault's
-traceback goes) to out/sandbox.log and out/inprocess.log. The submissions share this process's
-start-up (numpy, pytest, the harness); each one's modules are unloaded after its in-process run, so
-the next submission imports its own files even where one submitted module imports another by name.
+Each line of stdin is one job, {"assignment", "submission", "tests_root", "out", "env"}: with the
+job's environment variables set (`env`: the stand-in traces), the grader's own entry
+`autograder.harness.run.run` (what Gradescope's run_autograder calls) writes out/sandbox.json and
+out/inprocess.json, and what it printed (a grader fault's traceback among it) to out/sandbox.log
+and out/inprocess.log. When both are written, the job's `out` is written to stdout as one line,
+which is all this process ever prints there; stdin's end ends it.
+
+The submissions share this process's start-up (numpy, pytest, the harness); each one's modules are
+unloaded after its in-process run, so the next submission imports its own files even where one
+submitted module imports another by name.
 """
 from __future__ import annotations
 
@@ -15,7 +19,9 @@ import contextlib
 import json
 import os
 import sys
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 from autograder.harness.run import run
 
@@ -30,18 +36,46 @@ def unload(folder: Path) -> None:
             del sys.modules[name]
 
 
-def main(argv: list[str]) -> int:
-    for job in json.loads(Path(argv[0]).read_text(encoding="utf-8")):
-        submission = Path(job["submission"]).resolve()
+@contextlib.contextmanager
+def environment(variables: dict[str, str]) -> Iterator[None]:
+    """`variables` set in os.environ while the block runs, the earlier values restored after."""
+    saved = {name: os.environ.get(name) for name in variables}
+    os.environ.update(variables)
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
+def grade(job: dict[str, Any]) -> None:
+    """Both modes of one job (see the module docstring)."""
+    submission = Path(job["submission"]).resolve()
+    out = Path(job["out"])
+    out.mkdir(parents=True, exist_ok=True)
+    with environment(job["env"]):
         for mode in MODES:
-            out = Path(job["out"])
-            out.mkdir(parents=True, exist_ok=True)
-            with open(out / f"{mode}.log", "w", encoding="utf-8") as log, contextlib.redirect_stderr(log):
+            with open(out / f"{mode}.log", "w", encoding="utf-8") as log, \
+                    contextlib.redirect_stdout(log), contextlib.redirect_stderr(log):
                 run(job["assignment"], submission, out / f"{mode}.json", mode=mode,
                     tests_root=Path(job["tests_root"]))
             unload(submission)
+
+
+def main() -> int:
+    # A copy of stdout taken before any grading: pytest replaces file descriptors 1 and 2 while it
+    # runs, and the gradings' own output goes to their logs.
+    done = os.fdopen(os.dup(sys.stdout.fileno()), "w", buffering=1, encoding="utf-8")
+    for line in sys.stdin:
+        if line.strip():
+            job = json.loads(line)
+            grade(job)
+            done.write(job["out"] + "\n")
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    sys.exit(main())

@@ -6,8 +6,9 @@ code and grading goes on: a grader fault ("contact the staff") is for the harnes
 How: the grader runs in a subprocess (this file's `main`) with a reply mangler installed: the sandbox's
 `Reader` (which parses every message from the worker) is replaced by one that, after the real parse,
 rewrites a chosen message in one of the ways of `KINDS` (a wrong tag, a value of the wrong type, a
-wrong sequence number, truncated JSON or array data, a huge value, a reference where data was
-expected, a stale reference, a malformed error report, an exception class the test does not expect)
+wrong sequence number, truncated JSON or array data, an array of a dtype that must not cross or
+whose bytes do not fit its shape, a huge value, a reference where data was expected, a stale
+reference, a malformed error report, an exception class the test does not expect)
 and runs the result through a fresh real `Reader`, so what a malformed message does to the framing is
 the real parser's verdict. What reaches the harness is what a hostile worker could send.
 
@@ -76,20 +77,25 @@ KINDS: dict[str, Mangle] = {
     "wrong-tag": lambda h, b, ref: (_set_value(h, ["Z", 1]), b),
     "wrong-type": lambda h, b, ref: (_set_value(h, _other_value(_value(h))), b),
     "wrong-seq": lambda h, b, ref: ({**h, "seq": h.get("seq", 0) + 1}, b),
-    # Cut in half: the JSON when there is no blob, else the last blob (an array's .npy bytes).
+    # Cut in half: the JSON when there is no blob, else the last blob (an array's bytes).
     "truncated": lambda h, b, ref: (h, b[:-1] + [b[-1][: len(b[-1]) // 2]]) if b else ({**h, "cut": True}, b),
     "huge": lambda h, b, ref: (_set_value(h, ["L", [["I", i] for i in range(HUGE_ITEMS)]]), b),
     "reference": lambda h, b, ref: (_set_value(h, ["R", ref, "builtins.list"]), b),
     "stale-reference": lambda h, b, ref: (_set_value(h, ["R", 10 ** 9, "fuzz.Gone"]), b),
     # An array handed back by a number the grader never gave out (kept.Sent).
     "forged-echo": lambda h, b, ref: (_set_value(h, ["E", 10 ** 9]), b),
+    # Arrays cross as raw bytes described in the header: a dtype outside the numeric table (an
+    # object array would need a pickle), and a shape its bytes do not fill.
+    "array-dtype": lambda h, b, ref: (_set_value(h, ["A", len(b), "|O", [2], "C"]), b + [bytes(16)]),
+    "array-shape": lambda h, b, ref: (_set_value(h, ["A", len(b), "<f8", [3, 1], "C"]), b + [bytes(16)]),
     "malformed-error": lambda h, b, ref: ({"seq": h.get("seq"), "ok": False, "error": {"type": 3}}, []),
     "unexpected-exception": lambda h, b, ref: ({"seq": h.get("seq"), "ok": False, "error": _error(
         "builtins", "StopIteration", ["StopIteration", "Exception", "BaseException", "object"])}, []),
 }
 # Kinds that leave a reply well-formed but change what it says: harmless where nothing is promised
 # (the reply to setattr, setitem: a test cannot tell).
-VALUE_KINDS = {"wrong-tag", "wrong-type", "huge", "reference", "stale-reference", "forged-echo"}
+VALUE_KINDS = {"wrong-tag", "wrong-type", "huge", "reference", "stale-reference", "forged-echo", "array-dtype",
+               "array-shape"}
 
 
 def _frame(header: dict[str, Any], blobs: list[bytes]) -> bytes:

@@ -13,6 +13,7 @@ import json
 import subprocess
 import sys
 import textwrap
+import time
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator
@@ -380,16 +381,33 @@ def test_marked_spin(student):
     student.toy.spin()
 '''
 
+# A cost guard's timed work: in-process it stops at the call limit in CPU time (the toy's 1 s), as a
+# call into the worker would sandboxed, long before the test's generous wall-clock mark.
+TIMED_SPIN = '''
+import pytest
 
-def test_in_process_a_tests_shorter_timeout_mark_ends_it(tmp_path: Path) -> None:
+@pytest.mark.task("basics", points=9)
+@pytest.mark.timeout(60, method="signal")
+def test_marked_spin(student):
+    student.cpu_seconds(student.toy.spin)
+'''
+
+
+@pytest.mark.parametrize(("source", "says"), [
     # In-process, no call has a limit of its own: a test's timeout mark is its limit (the cost
     # guards of lecture 7 turn it into their diagnosis), not the runner's whole-test limit (60 s).
+    (MARKED_SPIN, "Timeout (>1.0s)"),
+    (TIMED_SPIN, "the timed work did not finish within the time limit of 1 s of CPU time"),
+], ids=["timeout-mark", "timed-work"])
+def test_in_process_a_spinning_test_ends_at_its_own_limit(tmp_path: Path, source: str, says: str) -> None:
     submission = toy_assignment(tmp_path)
-    (tmp_path / "assignments" / "toy" / "tests" / "test_toy.py").write_text(MARKED_SPIN)
+    (tmp_path / "assignments" / "toy" / "tests" / "test_toy.py").write_text(source)
+    started = time.monotonic()
     done, results = run_toy(tmp_path, submission, "--mode", "inprocess")
     test = next(t for t in results["tests"] if t["name"] == "test_marked_spin")
-    assert test["status"] == "failed" and "Timeout (>1.0s)" in test["output"], (
-        f"the 1 s timeout mark must end the test: {test['output']!r}\n{done.stderr[-2000:]}")
+    assert test["status"] == "failed" and says in test["output"], (
+        f"the test should end with {says!r}: {test['output']!r}\n{done.stderr[-2000:]}")
+    assert time.monotonic() - started < 30, "the spin should end at its limit, not at the runner's 60 s"
 
 
 def test_in_process_mode_gives_the_reference_full_marks(tmp_path: Path) -> None:

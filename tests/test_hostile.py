@@ -230,8 +230,11 @@ CASES = [
     Case("huge and deeply nested results", "no_decode", "huge_results"),
     # Disk (issue 8, class 4): each graded with and without bubblewrap.
     Case("3,000-deep folder chain", "no_decode", "deep_chain"),
+    # Without bubblewrap every greedy_decode test makes the chain on disk, and the folder check then
+    # stops the worker, removes the chain and starts another: 32 s once on a loaded machine, past the
+    # usual 30 s budget, so the kv_cache tests after them were not run.
     Case("3,000-deep folder chain, no bubblewrap", "no_decode", "deep_chain", bubblewrap=False,
-         says=("nested more than 64 deep",)),
+         says=("nested more than 64 deep",), budget=60.0),
     # At most a second of CPU per call (see the payload); the folder check stops a later call.
     Case("up to 4,000 more empty files at every call", "no_decode", "many_files", breaks=True,
          says=("more than 10000 files and folders",)),

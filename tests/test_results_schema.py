@@ -139,6 +139,25 @@ def test_a_tests_draws_are_recorded_for_the_staff() -> None:
         f"a test that drew nothing must have no extra_data: {extra}")
 
 
+def test_seeded_draws_start_alike_in_every_grading_run(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A process that grades several runs (tests/grade_batch.py: each submission sandboxed, then in
+    process) draws the same seeded values in each, so the two modes of a submission can be compared."""
+    from kvlab.testing import drawn, restart_draws, take_draws
+
+    monkeypatch.setenv("KVLAB_GRADING_SEED", "7")
+    runs = []
+    for _ in range(2):
+        restart_draws()  # what the grader's plugin does as a run begins
+        runs.append([drawn(0, 2**31) for _ in range(3)])
+    take_draws()
+    monkeypatch.delenv("KVLAB_GRADING_SEED")
+    restart_draws()
+    unseeded = [drawn(0, 2**31) for _ in range(3)]
+    take_draws()
+    assert runs[0] == runs[1], f"seeded runs drew {runs[0]} and then {runs[1]}: restart_draws must start over"
+    assert unseeded != runs[0], "without the seed the draws come from the system's randomness"
+
+
 def test_captured_output_is_bounded_and_headed() -> None:
     combined = with_captured_output("assertion message", "x" * (10 * MAX_CAPTURED_CHARS))
     assert combined.startswith("assertion message\n"), "the failure message must come first"

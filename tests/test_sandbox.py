@@ -1,7 +1,6 @@
 """The sandbox: a worker process holding student code, reached only through validated messages."""
 from __future__ import annotations
 
-import io
 import json
 import math
 import os
@@ -471,13 +470,13 @@ def test_a_method_used_as_a_value_fails_closed(stud: Proxy, use: str) -> None:
 def echoed(box: Sandbox, monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """The numbers of the arrays the worker handed back instead of their bytes, in this test."""
     numbers: list[int] = []
-    real = kept.Sent.blob
+    real = kept.Sent.array
 
-    def spy(self: kept.Sent, number: object) -> memoryview:
+    def spy(self: kept.Sent, number: object) -> np.ndarray:
         numbers.append(number)  # type: ignore[arg-type]
         return real(self, number)
 
-    monkeypatch.setattr(kept.Sent, "blob", spy)
+    monkeypatch.setattr(kept.Sent, "array", spy)
     return numbers
 
 
@@ -492,6 +491,16 @@ def test_arrays_passed_back_unchanged_cross_as_their_number(stud: Proxy, echoed:
     back["w"][0, 0] = -1.0
     assert params["w"][0, 0] == 0.0 and stud.echo(params)["w"][0, 0] == 0.0, (
         "an array handed back by number must be a new array, as one decoded from its bytes is")
+
+
+def test_an_array_changed_here_after_it_was_sent_comes_back_as_sent(stud: Proxy, echoed: list[int]) -> None:
+    # The request carries a view of the grader's array; what a number names must be a copy of it.
+    sent = np.arange(1024.0)
+    box = stud.Box(sent)
+    sent[:] = -1.0
+    back = box.n
+    assert echoed and np.array_equal(back, np.arange(1024.0)), "the worker's array is the one that was sent"
+    assert back.flags.writeable, "an array handed back by number is writable, as one decoded from bytes is"
 
 
 @pytest.mark.parametrize("change", ["bump", "reshaped"])
@@ -743,30 +752,57 @@ def test_garbage_from_worker_is_a_protocol_error(stud: Proxy, data: bytes) -> No
         ["A", 0], ["G", 0], ["Z"], ["I", "1"], ["F", 1], ["L", "x"], ["D", [[1, ["N"]]]], ["R", -1, "t"],
         ["C", "os:system", []], ["X", "m", "", []], ["Y", 5], "N", [], [["N"]],
         ["P", "O", "dtype"], ["P", "<U3", "type"], ["P", "f" * 100, "type"], ["P", "<f8", "class"],
-        ["A", 1], ["A", 2], ["A", 3], ["A", 4], ["G", 1], ["E", 1], ["E", "1"], ["E", 0, 1],
+        ["E", 1], ["E", "1"], ["E", 0, 1],
+        # Arrays (blob 0 holds 16 bytes): the dtype, shape and order checked, and against the bytes.
+        ["A", 0, "<f8", [2]], ["A", 0, "<f8", [2], "C", 7], ["A", 1, "<f8", [2], "C"], ["A", -1, "<f8", [2], "C"],
+        ["A", True, "<f8", [2], "C"], ["A", 0, "|O", [2], "C"], ["A", 0, "<U2", [2], "C"], ["A", 0, "|V8", [2], "C"],
+        ["A", 0, "<M8[s]", [2], "C"], ["A", 0, "f8", [2], "C"], ["A", 0, "float64", [2], "C"],
+        ["A", 0, ["<f8"], [2], "C"], ["A", 0, "<f8", [3], "C"], ["A", 0, "<f8", [1], "C"], ["A", 0, "<f8", [-1, -2], "C"],
+        ["A", 0, "<f8", [2.0], "C"], ["A", 0, "<f8", [True, 2], "C"], ["A", 0, "<f8", "2", "C"],
+        ["A", 0, "<f8", 2, "C"], ["A", 0, "<f8", [2], "K"], ["A", 0, "<f8", [2], None], ["A", 0, "<f8", [2], ["C"]],
+        ["A", 0, "<f8", [1] * 65 + [2], "C"], ["A", 2, "<f8", [0, 1 << 70], "C"], ["A", 2, "<f8", [0, 1 << 62], "C"],
+        ["A", 2, "<f8", [0] * 70, "C"], ["A", 0, "<f8", [2 ** 32, 2 ** 32, 0], "C"],
+        ["G", 0, "<f8", [2], "C"], ["G", 0, "<f8", [], "C"], ["G", 0, "|O", [], "C"], ["G", 0],
+        ["J", 0, "<i8", [2], "C"], ["W", "kvlab.trace:Request", "L", [0, "<f8", [2], "C"]],
     ],
     ids=str,
 )
 def test_decoder_rejects_hostile_trees(tree: object) -> None:
-    def npy(array: np.ndarray, header: dict[str, object] | None = None) -> bytes:
-        stream = io.BytesIO()
-        if header is None:
-            np.save(stream, array, allow_pickle=True)
-        else:
-            np.lib.format.write_array_header_1_0(stream, header)
-            stream.write(array.tobytes())
-        return stream.getvalue()
-
-    blobs = [
-        npy(np.array([1, "a"], dtype=object)),  # its .npy bytes hold a pickle
-        npy(np.zeros(2), {"descr": "<f8", "fortran_order": False, "shape": (-1, -2)}),
-        npy(np.zeros(3))[:-4],  # truncated
-        b"PK\x03\x04 not an npy file at all",
-        npy(np.zeros(2), {"descr": "<U2", "fortran_order": False, "shape": (2,)}),
-    ]
+    blobs = [np.arange(2.0).tobytes(), b"PK\x03\x04 not an array", b""]
     decoder = wire.Decoder([memoryview(blob) for blob in blobs], lambda number, name: None, wire.WireTypes(COURSE))
     with pytest.raises(ProtocolError):
         decoder.decode(tree)
+
+
+@pytest.mark.parametrize("array", [
+    np.arange(6.0).reshape(2, 3), np.asfortranarray(np.arange(6, dtype=np.int32).reshape(2, 3)),
+    np.arange(24, dtype=np.int16).reshape(2, 3, 4)[:, ::2, 1:], np.array(2.5, dtype=np.float32),
+    np.zeros((0, 3), dtype=np.complex64), np.arange(4, dtype=">u4"), np.array([True, False]),
+    np.arange(3.0, dtype=np.longdouble), np.ones((2, 2), dtype=np.float16).T,
+], ids=lambda a: f"{a.dtype.str}{a.shape}{'F' if a.flags.f_contiguous and not a.flags.c_contiguous else ''}")
+def test_arrays_cross_with_their_dtype_shape_order_and_values(array: np.ndarray) -> None:
+    blobs: list[object] = []
+    tree = wire.encode(array, blobs, lambda value: None, wire.WireTypes(COURSE))
+    data = [memoryview(bytes(blob)) for blob in blobs]  # as the worker would send them back
+    back = wire.Decoder(data, lambda number, name: None, wire.WireTypes(COURSE)).decode(tree)
+    assert back.dtype == array.dtype and back.shape == array.shape and np.array_equal(back, array), (
+        f"{array.dtype}{array.shape} came back as {back.dtype}{back.shape}")
+    fortran = array.flags.f_contiguous and not array.flags.c_contiguous
+    assert (back.flags.f_contiguous and not back.flags.c_contiguous) == fortran, "the memory order must be kept"
+    assert back.flags.writeable and back.flags.aligned and back.base is None, "a decoded array is its own copy"
+    scalar = array.reshape(-1)[:1].reshape(()) if array.size else None
+    if scalar is not None:
+        blobs = []
+        one = wire.encode(scalar[()], blobs, lambda value: None, wire.WireTypes(COURSE))
+        got = wire.Decoder([memoryview(bytes(b)) for b in blobs], lambda n, t: None, wire.WireTypes(COURSE)).decode(one)
+        assert type(got) is type(scalar[()]) and got == scalar[()], f"the numpy scalar {scalar!r} came back as {got!r}"
+
+
+def test_arrays_of_other_dtypes_are_not_sent() -> None:
+    for array in (np.array(["a"]), np.array([1, "a"], dtype=object), np.zeros(2, dtype="M8[s]"),
+                  np.zeros(2, dtype=[("x", "<f8")])):
+        with pytest.raises(TypeError):
+            wire.encode(array, [], lambda value: None, wire.WireTypes(COURSE))
 
 
 # ----- measurement and performance ------------------------------------------------------------------

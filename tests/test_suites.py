@@ -9,22 +9,22 @@ test fails, in the tasks it lists, with a message naming the bug, and (unless it
 says why not) a public test fails too. Statically: every test file grades one task, every assert
 carries a message, and the catalog breaks every function the starter stubs.
 
-The gradings run in subprocesses (tests/grade_batch.py), PARALLEL_RUNS at a time, BATCH_SIZE
-submissions per process; see suite_support.
+The gradings run in PARALLEL_RUNS long-lived subprocesses (tests/grade_batch.py) that take the
+submissions from one queue, longest first; see suite_support.Graders.
 """
 from __future__ import annotations
 
 from collections.abc import Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from pathlib import Path
 
 import pytest
 
 from autograder import mutants
 from suite_support import (
-    BATCH_SIZE, MODES, PARALLEL_RUNS, REPO, Graded, Job, Suite, assert_all_not_implemented, check_asserts_have_messages,
+    MODES, REPO, Graded, Graders, Job, Suite, assert_all_not_implemented, check_asserts_have_messages,
     check_catalog, check_modes_agree, check_mutant_caught, check_points_add_up, check_solution_passes,
-    fails_a_public_test, grade_batch, listing, stand_in_traces, suites, task_markers,
+    fails_a_public_test, listing, stand_in_traces, suites, task_markers,
 )
 
 SUITES = suites()
@@ -39,9 +39,9 @@ BASELINES = ("reference", "starter")
 
 @pytest.fixture(scope="module")
 def gradings(request: pytest.FixtureRequest,
-             tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[tuple[str, str], Future[dict[str, Graded]]]]:
+             tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[tuple[str, str], Future[Graded]]]:
     """The grading of every submission this session's tests read, by (assignment, label), all
-    submitted at once so that the batches overlap, PARALLEL_RUNS at a time."""
+    queued at once for PARALLEL_RUNS grading processes (suite_support.Graders)."""
     wanted: dict[str, set[str]] = {}
     for item in request.session.items:
         params = getattr(item, "callspec", None)
@@ -55,7 +55,7 @@ def gradings(request: pytest.FixtureRequest,
             labels.update(BASELINES)
         if "graded_catalog" in item.fixturenames:
             labels.update(m.name for m in SUITES[name].catalog)
-    batches = []
+    jobs = []
     for name, labels in sorted(wanted.items()):
         suite = SUITES[name]
         base = tmp_path_factory.mktemp(name)
@@ -64,38 +64,40 @@ def gradings(request: pytest.FixtureRequest,
         # by test_gradescope_package and test_stated_rules, and by `make`.
         env = stand_in_traces(suite.assignment.traces, base / "traces", real_if_present=False)
         whole = suite.tests_root(base / "root-all")
-        jobs = [Job(name, label, getattr(suite.assignment, "solution" if label == "reference" else "starter"), whole,
-                    base / label, suite.checks.run_seconds) for label in BASELINES if label in labels]
+        jobs += [Job(name, label, getattr(suite.assignment, "solution" if label == "reference" else "starter"), whole,
+                     base / label, suite.checks.run_seconds, env) for label in BASELINES if label in labels]
         for mutant in suite.catalog:
             if mutant.name in labels:
                 folder = base / mutant.name
                 root = (suite.tests_root(folder / "root", mutant.tasks) if suite.checks.mutants_run_own_tasks else whole)
                 submission = mutants.apply(mutant, suite.assignment.solution, folder / "submission")
-                jobs.append(Job(name, mutant.name, submission, root, folder, suite.checks.run_seconds))
-        batches += [(jobs[i:i + BATCH_SIZE], env) for i in range(0, len(jobs), BATCH_SIZE)]
-    with ThreadPoolExecutor(PARALLEL_RUNS) as runner:
-        futures = {}
-        for jobs, env in batches:
-            future = runner.submit(grade_batch, jobs, env)
-            futures.update({(job.assignment, job.label): future for job in jobs})
-        yield futures
-        # Leaving early (an interrupted session) must not wait for the runs nobody will read.
-        runner.shutdown(cancel_futures=True)
+                jobs.append(Job(name, mutant.name, submission, root, folder, suite.checks.run_seconds, env))
+    graders = Graders(sorted(jobs, key=longest_first))
+    yield graders.futures
+    # Leaving early (an interrupted session) must not wait for the runs nobody will read.
+    graders.stop()
 
 
-def graded(gradings: dict[tuple[str, str], Future[dict[str, Graded]]], assignment: str, label: str) -> Graded:
-    return gradings[assignment, label].result()[label]
+def longest_first(job: Job) -> tuple[bool, float, bool]:
+    """Sort key of the likely longest gradings first, so that the last two end close together: the
+    references (every test), then the submissions of the assignments allowed the most time, the
+    starters (each test fails at once) last."""
+    return job.label != "reference", -job.seconds, job.label == "starter"
+
+
+def graded(gradings: dict[tuple[str, str], Future[Graded]], assignment: str, label: str) -> Graded:
+    return gradings[assignment, label].result()
 
 
 @pytest.fixture
-def graded_baseline(gradings: dict[tuple[str, str], Future[dict[str, Graded]]],
+def graded_baseline(gradings: dict[tuple[str, str], Future[Graded]],
                     assignment: str) -> dict[str, Graded]:
     """The reference's and the starter's grades."""
     return {label: graded(gradings, assignment, label) for label in BASELINES}
 
 
 @pytest.fixture
-def graded_catalog(gradings: dict[tuple[str, str], Future[dict[str, Graded]]], assignment: str) -> dict[str, Graded]:
+def graded_catalog(gradings: dict[tuple[str, str], Future[Graded]], assignment: str) -> dict[str, Graded]:
     """Every mutant's grade, by name."""
     return {m.name: graded(gradings, assignment, m.name) for m in SUITES[assignment].catalog}
 
@@ -158,7 +160,7 @@ MUTANTS = [pytest.param(name, mutant, id=f"{name}-{mutant.name}")
 
 @pytest.mark.parametrize(("assignment", "mutant"), MUTANTS)
 def test_mutant_is_caught(assignment: str, mutant: mutants.Mutant,
-                          gradings: dict[tuple[str, str], Future[dict[str, Graded]]]) -> None:
+                          gradings: dict[tuple[str, str], Future[Graded]]) -> None:
     grade = graded(gradings, assignment, mutant.name)
     for mode in MODES:
         check_mutant_caught(SUITES[assignment], mutant, grade.outcomes(mode), mode)
@@ -167,7 +169,7 @@ def test_mutant_is_caught(assignment: str, mutant: mutants.Mutant,
 
 @pytest.mark.parametrize(("assignment", "mutant"), [p for p in MUTANTS if not p.values[1].public_blind])
 def test_mutant_fails_a_public_test(assignment: str, mutant: mutants.Mutant,
-                                    gradings: dict[tuple[str, str], Future[dict[str, Graded]]]) -> None:
+                                    gradings: dict[tuple[str, str], Future[Graded]]) -> None:
     outcomes = graded(gradings, assignment, mutant.name).outcomes("sandbox")
     assert fails_a_public_test(outcomes), (
         f"mutant {mutant.name} ({mutant.description}) passes every public test, so a student cannot see it "

@@ -25,6 +25,7 @@ from __future__ import annotations
 import os
 import signal
 import sys
+import threading
 import time
 import traceback
 from collections.abc import Iterator
@@ -46,7 +47,9 @@ from autograder.harness.sandbox import (
     WorkerDied,
     WorkerTimeout,
 )
-from kvlab.testing import Submission, SubmissionError, missing_file_message, take_draws, task_of
+from kvlab.testing import (
+    Submission, SubmissionError, missing_file_message, restart_draws, take_draws, task_of,
+)
 
 
 # The worker stopped (or was stopped), or gave what the operation does not promise: their messages
@@ -154,8 +157,9 @@ class InProcessBackend:
 
     in_process = True
 
-    def __init__(self, modules_dir: Path) -> None:
+    def __init__(self, modules_dir: Path, call_timeout: float) -> None:
         self.submission = Submission(modules_dir)
+        self.call_timeout = call_timeout
         self.loaded: set[str] = set()
         self.isolation = ["none: the submission ran inside the grading process (--mode inprocess, trusted code only)"]
 
@@ -170,7 +174,25 @@ class InProcessBackend:
         return self.submission.fresh_call(module, function, *args)
 
     def cpu_seconds(self, function: Any, *args: Any, **kwargs: Any) -> tuple[Any, float]:
-        return self.submission.cpu_seconds(function, *args, **kwargs)
+        # Sandboxed, a call into the student's code stops after call_timeout seconds of CPU time;
+        # here the timed work stops once it has used that much (the cost guards' verdicts are
+        # settled by then), as a WorkerTimeout raised where it runs, instead of going on to the
+        # test's wall-clock mark. A timer of CPU time (SIGPROF): the load of the machine, which
+        # stretches only wall-clock time, changes nothing. Signals reach the main thread only.
+        if threading.current_thread() is not threading.main_thread():
+            return self.submission.cpu_seconds(function, *args, **kwargs)
+        limit = self.call_timeout
+
+        def expired(signum: int, frame: Any) -> None:
+            raise WorkerTimeout(f"the timed work did not finish within the time limit of {limit:g} s of CPU time")
+
+        previous = signal.signal(signal.SIGPROF, expired)
+        signal.setitimer(signal.ITIMER_PROF, limit)
+        try:
+            return self.submission.cpu_seconds(function, *args, **kwargs)
+        finally:
+            signal.setitimer(signal.ITIMER_PROF, 0)
+            signal.signal(signal.SIGPROF, previous)
 
     def reset(self) -> None:
         """Nothing to forget: objects die with the test, and modules stay imported as in kvlab.testing."""
@@ -298,6 +320,7 @@ class Grading:
 
     def pytest_configure(self, config: pytest.Config) -> None:
         config.stash[GRADING] = self
+        restart_draws()
 
     def pytest_collectreport(self, report: pytest.CollectReport) -> None:
         if report.failed:

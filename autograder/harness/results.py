@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import Any
 
 from autograder.harness.assignment import Assignment
-from kvlab.tables import format_table
 
 SCHEMA_PATH = Path(__file__).with_name("results_schema.json")
 
@@ -95,6 +94,10 @@ def summary_text(assignment: Assignment, tasks: list[dict[str, Any]], isolation:
     rows = [[t["name"], t["score"], t["max_score"], t["title"]] for t in tasks]
     rows.append(["total", score, _points(assignment.max_score), ""])
     notes = ["", "How your code was isolated while it was graded:", *(f"- {line}" for line in isolation)]
+    # Imported here: kvlab.tables imports numpy, which run_autograder's validation of the results
+    # file (a process of its own at every grading) does not need.
+    from kvlab.tables import format_table
+
     return format_table(f"{assignment.title}: {score} / {_points(assignment.max_score)} points",
                         ["task", "score", "max", "what it grades"], rows,
                         formats=[None, points_text, points_text, None],

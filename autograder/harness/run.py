@@ -313,7 +313,7 @@ def make_backend(mode: str, assignment: Assignment, modules_dir: Path, lib: Path
                  private: Path, results_path: Path) -> Backend:
     """The student's code: a sandboxed worker that sees none of the grader's files, or (inprocess) this process."""
     if mode == "inprocess":
-        return InProcessBackend(modules_dir)
+        return InProcessBackend(modules_dir, assignment.call_timeout_seconds)
     limits = Limits(call_timeout=assignment.call_timeout_seconds)
     user = sandbox_user()
     sandbox = Sandbox(modules_dir, [stage_library(lib)], limits=limits,

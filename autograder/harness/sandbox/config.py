@@ -16,7 +16,7 @@ from typing import Any
 # "package.module:attribute": how every type and function is named across the sandbox.
 NAME = r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*"
 QUALNAME = f"{NAME}:{NAME}"
-# Column dtypes a codec may use: fixed-size numbers, so a column is one .npy blob.
+# Column dtypes a codec may use: fixed-size numbers, so a column is one array's bytes.
 COLUMN_DTYPES = frozenset({"<f8", "<f4", "<i8", "<i4", "<u8", "<u4", "|b1"})
 
 
@@ -29,7 +29,7 @@ def check_qualname(name: str) -> str:
 
 @dataclass(frozen=True)
 class ColumnCodec:
-    """A list or tuple of one wire type sent (trusted to worker) as numeric columns, one .npy blob
+    """A list or tuple of one wire type sent (trusted to worker) as numeric columns, one array
     per column, instead of a tagged tree node per field per item.
 
     `scalars`: (field, dtype) of one number per item. `ragged`: (field, dtype) of a tuple of numbers

@@ -12,7 +12,7 @@ import builtins
 import os
 import select
 import time
-from typing import Any
+from typing import Any, NoReturn
 
 from .config import SandboxConfig
 from .errors import (
@@ -34,7 +34,6 @@ from .process import (
     Resources,
     WorkerProcess,
     folder_usage,
-    readable,
 )
 from .proxy import Proxy
 from .kept import Holding, Sent
@@ -111,19 +110,23 @@ class Exchange:
         """
         worker = self._res.worker
         assert worker is not None
-        if send and readable(worker.resp_r, 0):  # the worker died idle, or sent bytes nobody asked for
+        if send:  # the worker died idle, or sent bytes nobody asked for (the pipe does not block)
             try:
                 unsolicited = os.read(worker.resp_r, 1)
             except BlockingIOError:
-                unsolicited = b""
-            if not unsolicited:
-                self._died(f"the time between calls (before {label})", None)
-            raise self._protocol_failure("unsolicited data before the request", label)
-        pending = []
+                unsolicited = None
+            if unsolicited is not None:
+                if not unsolicited:
+                    self._died(f"the time between calls (before {label})", None)
+                raise self._protocol_failure("unsolicited data before the request", label)
+        cpu_before = worker.cpu_seconds()
+        started = time.monotonic()
+        pending: list[memoryview] = []
         if send:
             self._seq += 1
             header["seq"] = self._seq
-            pending = [memoryview(part).cast("B") for part in frame(header, blobs)]
+            pending = self._write(worker, [memoryview(part).cast("B") for part in frame(header, blobs)],
+                                  label, cpu_before)
         reader = Reader()
         poller = select.poll()
         if pending:
@@ -131,14 +134,14 @@ class Exchange:
         poller.register(worker.resp_r, select.POLLIN)
         if worker.out_open:
             poller.register(worker.out_r, select.POLLIN)
-        cpu_before = worker.cpu_seconds()
-        started = time.monotonic()
         if cpu_before is None:
             wall = timeout
         elif wall is None:
             wall = self.limits.wall_seconds(timeout)
         deadline, next_check = started + wall, started + CHECK_SECONDS
         all_threads_before: float | None = None  # taken at the first periodic check (see there)
+        # Whether output may be left in its pipe from before the reply (see the drain below).
+        output_seen = True
         while True:
             try:
                 while reader.wanted():
@@ -149,28 +152,29 @@ class Exchange:
                         next_check = now + CHECK_SECONDS
                     if now >= deadline:
                         self._timed_out(label, timeout, cpu_before, wall)
-                    for fd, _ in poller.poll((min(deadline, next_check) - now) * 1000 + 1):
+                    events = poller.poll((min(deadline, next_check) - now) * 1000 + 1)
+                    output_seen = False
+                    for fd, _ in events:
                         if fd == worker.out_r:
+                            output_seen = True
                             self._keep_output(worker.drain_once())
                             if not worker.out_open:
                                 poller.unregister(fd)
                         elif fd == worker.req_w:
-                            try:
-                                pending = written(pending, os.writev(fd, pending[:WRITEV_PARTS]))
-                            except BlockingIOError:
-                                continue
-                            except BrokenPipeError:
-                                self._died(label, cpu_before)
+                            pending = self._write(worker, pending, label, cpu_before)
                             if not pending:
                                 poller.unregister(fd)
                         elif fd == worker.resp_r:
-                            try:
-                                chunk = os.read(fd, min(reader.wanted(), PIPE_BYTES))
-                            except BlockingIOError:
-                                continue
-                            if not chunk:
-                                self._died(label, cpu_before)
-                            reader.feed(chunk)
+                            # The fixed header, then at once what of the rest is there: a small
+                            # reply arrives in one write, and needs no second poll.
+                            while reader.wanted():
+                                try:
+                                    chunk = os.read(fd, min(reader.wanted(), PIPE_BYTES))
+                                except BlockingIOError:
+                                    break
+                                if not chunk:
+                                    self._died(label, cpu_before)
+                                reader.feed(chunk)
                 reply, reply_blobs = reader.message()
             except ProtocolError as exc:
                 raise self._protocol_failure(str(exc), label) from None
@@ -180,12 +184,16 @@ class Exchange:
             # and go on waiting for the reply to our request, within the same deadline.
             if pending:  # the worker cannot have read our whole request yet
                 raise self._protocol_failure("a callback before the whole request was read", label)
-            pending = [memoryview(part).cast("B") for part in
-                       self._callback(worker, header["seq"], reply, reply_blobs, label)]
-            poller.register(worker.req_w, select.POLLOUT)
+            pending = self._write(worker, [memoryview(part).cast("B") for part in
+                                           self._callback(worker, header["seq"], reply, reply_blobs, label)],
+                                  label, cpu_before)
+            if pending:
+                poller.register(worker.req_w, select.POLLOUT)
             reader = Reader()
-        budget = DRAIN_BUDGET  # the worker flushed before replying: its output is in the pipe now
-        while budget > 0 and worker.out_open:
+        # The worker flushed its output before replying, so all of it was in the pipe by the poll that
+        # found the reply's last bytes: when that poll did not report the output pipe, it was empty.
+        budget = DRAIN_BUDGET
+        while output_seen and budget > 0 and worker.out_open:
             chunk = worker.drain_once()
             if not chunk:
                 break
@@ -197,6 +205,17 @@ class Exchange:
         if reply.get("seq") != header["seq"]:
             raise self._protocol_failure("a reply to another request", label)
         return reply, reply_blobs
+
+    def _write(self, worker: WorkerProcess, pending: list[memoryview], label: str,
+               cpu_before: float | None) -> list[memoryview]:
+        """Write what the request pipe takes now of `pending` (all its parts in one system call, see
+        `wireformat.written`); what is left. Tried before any poll: a request usually fits at once."""
+        try:
+            return written(pending, os.writev(worker.req_w, pending[:WRITEV_PARTS]))
+        except BlockingIOError:
+            return pending
+        except BrokenPipeError:
+            self._died(label, cpu_before)
 
     def _callback(
         self, worker: WorkerProcess, seq: int, message: dict[str, Any], blobs: list[memoryview], label: str,
@@ -342,7 +361,7 @@ class Exchange:
                    "of CPU time; a call that mostly waits, sleeps or blocks is stopped at the wall-clock limit)")
         raise WorkerTimeout(f"{label} {why}; the student's process was stopped and will be restarted")
 
-    def _died(self, label: str, cpu_before: float | None) -> None:
+    def _died(self, label: str, cpu_before: float | None) -> NoReturn:
         self._stopped[self._generation] = f"it ended during {label}"
         ending = self._discard(kill=False)
         # The rusage of a reaped child includes its reaped descendants: under bubblewrap the

@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 
 from .errors import ProtocolError, TooBig
-from .wireformat import ECHO_KEPT_BYTES, ECHO_MIN_BYTES
+from .wireformat import ECHO_KEPT_BYTES, ECHO_MIN_BYTES, load_array
 
 __all__ = ["Holding", "Sent"]
 
@@ -72,24 +72,28 @@ class Sent:
     """
 
     def __init__(self) -> None:
-        self.blobs: dict[int, memoryview] = {}
+        self.blobs: dict[int, np.ndarray] = {}
         self.kept = 0
         self.next = 1  # never reused by one sandbox, so a number from an earlier test names nothing
 
-    def offer(self, blob: memoryview) -> int | None:
-        """The number of a blob about to be sent, or None when it is not kept."""
+    def offer(self, blob: memoryview, form: list[Any]) -> int | None:
+        """The number of an array about to be sent as `blob` with its [dtype, shape, order] (see
+        wireformat.py), or None when it is not kept. What is kept is a read-only copy: `blob` is a
+        view of the caller's array, which may change after the request."""
         if len(blob) < ECHO_MIN_BYTES or self.kept + len(blob) > ECHO_KEPT_BYTES:
             return None
         number, self.next = self.next, self.next + 1
-        self.blobs[number] = blob
+        self.blobs[number] = kept = load_array(np, blob, form)
+        kept.flags.writeable = False
         self.kept += len(blob)
         return number
 
-    def blob(self, number: Any) -> memoryview:
-        blob = self.blobs.get(number) if type(number) is int else None
-        if blob is None:
+    def array(self, number: Any) -> np.ndarray:
+        """The (read-only) array this process sent as `number`: callers copy it."""
+        kept = self.blobs.get(number) if type(number) is int else None
+        if kept is None:
             raise ProtocolError(f"the worker handed back an array {str(number)[:20]!r} the grader never sent it")
-        return blob
+        return kept
 
     def clear(self) -> None:
         """A new test (or a new worker): the numbers sent so far name nothing any more."""

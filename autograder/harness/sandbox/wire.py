@@ -2,14 +2,17 @@
 
 Encoding refuses anything that is not plain data, a configured wire type or a proxy of the same
 sandbox. Decoding treats the bytes as hostile: every tag, type, index and size is checked, arrays
-are read with `allow_pickle=False` and must be numeric, and any failure is a `ProtocolError`.
+are raw bytes of a numeric dtype looked up in a fixed table (never a pickle), and any failure is a
+`ProtocolError`.
 """
 from __future__ import annotations
 
 import dataclasses
 import functools
 import importlib
+import itertools
 import json
+import operator
 import types
 import typing
 from typing import Any, Callable
@@ -26,8 +29,9 @@ from .wireformat import (
     MAX_JSON_BYTES,
     MAX_MESSAGE_BYTES,
     NUMERIC_KINDS,
-    load_npy,
-    save_npy,
+    array_form,
+    load_array,
+    numeric_dtypes,
 )
 
 __all__ = ["Decoder", "Reader", "WireTypes", "encode"]
@@ -105,7 +109,8 @@ class Reader:
         """The parsed header (a dict) and the blobs it lists."""
         view = memoryview(self.buffer)[HEADER.size:]
         try:
-            header = json.loads(bytes(view[: self.json_length]))
+            # UTF-8 only (what json.dumps writes), decoded straight from the buffer.
+            header = json.loads(str(view[: self.json_length], "utf-8"))
         except (ValueError, RecursionError) as exc:  # includes UnicodeDecodeError, huge ints
             raise ProtocolError(f"the worker sent a malformed header: {exc}") from None
         if type(header) is not dict:
@@ -122,13 +127,17 @@ class Reader:
         return header, blobs
 
 
-def _array_bytes(array: np.ndarray, what: str) -> memoryview:
-    """array as .npy bytes, or TypeError for a dtype that must not cross."""
-    if array.dtype.kind not in NUMERIC_KINDS or array.dtype.fields is not None:
+def _array(array: np.ndarray, what: str, blobs: list[Any]) -> list[Any]:
+    """[blob index, dtype, shape, order] of an array whose bytes are appended to `blobs`
+    (`wireformat.array_form`), or TypeError for a dtype that must not cross."""
+    dtype = array.dtype
+    if dtype.kind not in NUMERIC_KINDS or dtype.fields is not None or dtype.str not in numeric_dtypes(np):
         raise TypeError(
             f"cannot send {what} of dtype {array.dtype} to student code: only numeric and bool arrays cross"
         )
-    return save_npy(np, array)
+    form, blob = array_form(np, array)
+    blobs.append(blob)
+    return [len(blobs) - 1, *form]
 
 
 def _numeric_dtype(value: np.dtype | type) -> np.dtype:
@@ -156,12 +165,11 @@ def encode(
         return ["N"]
     # numpy first: np.float64 is a float subclass and must keep its dtype.
     if isinstance(value, np.ndarray):
-        blobs.append(_array_bytes(np.asarray(value), "an array"))
-        number = sent.offer(blobs[-1]) if sent is not None else None
-        return ["A", len(blobs) - 1] if number is None else ["A", len(blobs) - 1, number]
+        tree = ["A", *_array(np.asarray(value), "an array", blobs)]
+        number = sent.offer(blobs[-1], tree[2:]) if sent is not None else None
+        return tree if number is None else [*tree, number]
     if isinstance(value, np.generic):
-        blobs.append(_array_bytes(np.asarray(value), "a numpy scalar"))
-        return ["G", len(blobs) - 1]
+        return ["G", *_array(np.asarray(value), "a numpy scalar", blobs)]
     if isinstance(value, bool):
         return ["B", value]
     if isinstance(value, int):
@@ -175,17 +183,17 @@ def encode(
         return ["Y", len(blobs) - 1]
     if isinstance(value, np.dtype) or (isinstance(value, type) and issubclass(value, np.generic)):
         return ["P", _numeric_dtype(value).str, "dtype" if isinstance(value, np.dtype) else "type"]
+    # Item types checked as one set, at C speed (a generator's step per item cost more than the arrays).
     codec = wire_types.codecs.get(type(value[0])) if type(value) in (list, tuple) and value else None
-    if codec is not None and all(type(item) is type(value[0]) for item in value):
+    if codec is not None and len(set(map(type, value))) == 1:
         return _encode_columns(value, codec, blobs)
-    if type(value) is list and len(value) >= INT_LIST_MIN and all(type(item) is int for item in value):
+    if type(value) is list and len(value) >= INT_LIST_MIN and set(map(type, value)) == {int}:
         try:
-            column = np.array(value, dtype=np.int64)
+            column = np.fromiter(value, dtype=np.int64, count=len(value))
         except OverflowError:
             pass  # ints beyond 64 bits travel one by one below
         else:
-            blobs.append(_array_bytes(column, "a list of ints"))
-            return ["J", len(blobs) - 1]
+            return ["J", *_array(column, "a list of ints", blobs)]
     if isinstance(value, (list, tuple)):
         items = [encode(item, blobs, reference, wire_types, depth + 1, sent) for item in value]
         return ["L" if isinstance(value, list) else "T", items]
@@ -218,14 +226,13 @@ def _encode_columns(items: list[Any] | tuple[Any, ...], codec: ColumnCodec, blob
     A trace of 23,608 requests holds ~400,000 block ids: one tagged tree node per int would cost
     seconds per call, a few arrays cost milliseconds.
     """
-    columns = [np.array([getattr(item, name) for item in items], dtype=dtype) for name, dtype in codec.scalars]
+    columns = [np.array(list(map(operator.attrgetter(name), items)), dtype=dtype) for name, dtype in codec.scalars]
     for name, dtype in codec.ragged:
-        values = [getattr(item, name) for item in items]
-        columns.append(np.array([len(v) for v in values], dtype=np.int64))
-        columns.append(np.fromiter((x for v in values for x in v), dtype=dtype))
-    start = len(blobs)
-    blobs.extend(_array_bytes(column, f"a column of {codec.type}") for column in columns)
-    return ["W", codec.type, "L" if type(items) is list else "T", *range(start, start + len(columns))]
+        values = list(map(operator.attrgetter(name), items))
+        columns.append(np.fromiter(map(len, values), dtype=np.int64, count=len(values)))
+        columns.append(np.fromiter(itertools.chain.from_iterable(values), dtype=dtype))
+    return ["W", codec.type, "L" if type(items) is list else "T",
+            *(_array(column, f"a column of {codec.type}", blobs) for column in columns)]
 
 
 def _conforms(value: Any, hint: Any) -> bool:
@@ -281,15 +288,12 @@ def _rebuild(name: str, fields: dict[str, Any], wire_types: WireTypes) -> Any:
         raise ProtocolError(f"the worker sent an invalid {cls_name}: {exc}") from None
 
 
-def _read_array(blob: memoryview) -> np.ndarray:
-    """A numeric ndarray from .npy bytes, or ProtocolError."""
+def _read_array(blob: memoryview | bytes, form: Any) -> np.ndarray:
+    """A numeric ndarray from its bytes and [dtype, shape, order] (`load_array`), or ProtocolError."""
     try:
-        array = load_npy(np, blob)
-    except Exception as exc:
+        return load_array(np, blob, form)
+    except Exception as exc:  # numpy's reshape raises ValueError or OverflowError for absurd shapes
         raise ProtocolError(f"the worker sent a malformed array: {exc}") from None
-    if array.dtype.kind not in NUMERIC_KINDS or array.dtype.fields is not None:
-        raise ProtocolError(f"the worker sent an array of dtype {array.dtype}")
-    return array
 
 
 class Decoder:
@@ -303,12 +307,17 @@ class Decoder:
         self.holding = holding or Holding()
         self.sent = sent or Sent()
 
-    def array(self, index: Any, echoed: bool = False) -> np.ndarray:
-        """The array in blob `index` (`echoed`: the one this process sent as number `index`),
-        counted as held (TooBig before it is copied out)."""
-        blob = self.sent.blob(index) if echoed else self.blob(index)
+    def array(self, index: Any, form: Any) -> np.ndarray:
+        """The array in blob `index` described by `form`, counted as held (TooBig before it is copied out)."""
+        blob = self.blob(index)
         self.holding.take_array(len(blob))
-        return self.holding.track(_read_array(blob), len(blob))
+        return self.holding.track(_read_array(blob, form), len(blob))
+
+    def echo(self, number: Any) -> np.ndarray:
+        """A new copy of the array this process sent as `number`, counted as held."""
+        kept = self.sent.array(number)
+        self.holding.take_array(kept.nbytes)
+        return self.holding.track(kept.copy(order="K"), kept.nbytes)
 
     def blob(self, index: Any) -> memoryview:
         if type(index) is not int or not 0 <= index < len(self.blobs):
@@ -338,10 +347,12 @@ class Decoder:
             return items if tag == "L" else tuple(items)
         if tag == "D" and len(rest) == 1 and type(rest[0]) is list:
             return dict(self.pair(item, depth) for item in rest[0])
-        if tag in ("A", "E") and len(rest) == 1:
-            return self.array(rest[0], echoed=tag == "E")
-        if tag == "G" and len(rest) == 1:
-            array = _read_array(self.blob(rest[0]))
+        if tag == "A" and len(rest) == 4:
+            return self.array(rest[0], rest[1:])
+        if tag == "E" and len(rest) == 1:
+            return self.echo(rest[0])
+        if tag == "G" and len(rest) == 4:
+            array = _read_array(self.blob(rest[0]), rest[1:])
             if array.ndim != 0:
                 raise ProtocolError("the worker sent a numpy scalar that is not 0-d")
             return array[()]

@@ -48,9 +48,10 @@ from wireformat import (  # noqa: E402
     MAX_MESSAGE_BYTES,
     NUMERIC_KINDS,
     TEXT_LIMIT,
-    load_npy,
+    array_form,
+    load_array,
+    numeric_dtypes,
     receive,
-    save_npy,
     send,
 )
 
@@ -317,17 +318,17 @@ class Worker:
             dtype = self.np.dtype(tree[1])
             return dtype if tree[2] == "dtype" else dtype.type
         if tag in "AG":
-            array = load_npy(self.np, blobs[tree[1]])
-            if len(tree) == 3 and self.echo_bytes + array.nbytes <= ECHO_KEPT_BYTES:
-                self.echoes[id(array)] = (array, array.copy(), tree[2])
+            array = load_array(self.np, blobs[tree[1]], tree[2:5])
+            if len(tree) == 6 and self.echo_bytes + array.nbytes <= ECHO_KEPT_BYTES:
+                self.echoes[id(array)] = (array, array.copy(), tree[5])
                 self.echo_bytes += array.nbytes
             return array if tag == "A" else array[()]
         if tag == "C":
             return self.wire_type(tree[1])(**{field: self.decode(value, blobs) for field, value in tree[2]})
         if tag == "J":
-            return load_npy(self.np, blobs[tree[1]]).tolist()
+            return load_array(self.np, blobs[tree[1]], tree[2:5]).tolist()
         if tag == "W":
-            items = self.columns(tree[1], [load_npy(self.np, blobs[index]) for index in tree[3:]])
+            items = self.columns(tree[1], [load_array(self.np, blobs[column[0]], column[1:]) for column in tree[3:]])
             return items if tree[2] == "L" else tuple(items)
         if tag == "R":
             return self.table[tree[1]]
@@ -386,13 +387,15 @@ class Worker:
             if echo is not None and echo[0] is value and self.unchanged(value, echo[1]):
                 return ["E", echo[2]]
             array = np.asarray(value)  # an ndarray subclass crosses as a plain ndarray
-            if array.dtype.kind not in NUMERIC_KINDS or array.dtype.fields is not None:
+            if (array.dtype.kind not in NUMERIC_KINDS or array.dtype.fields is not None
+                    or array.dtype.str not in numeric_dtypes(np)):
                 raise UnsupportedValue(
                     f"cannot return a numpy {'array' if isinstance(value, np.ndarray) else 'scalar'} "
                     f"of dtype {array.dtype}: only numeric and bool arrays cross the sandbox"
                 )
-            blobs.append(save_npy(np, array))
-            return ["A" if isinstance(value, np.ndarray) else "G", len(blobs) - 1]
+            form, blob = array_form(np, array)
+            blobs.append(blob)
+            return ["A" if isinstance(value, np.ndarray) else "G", len(blobs) - 1, *form]
         dtype = self.numeric_dtype(value)
         if dtype is not None:
             return ["P", dtype.str, "dtype" if isinstance(value, np.dtype) else "type"]
