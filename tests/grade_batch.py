@@ -19,9 +19,9 @@ import contextlib
 import json
 import os
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 from autograder.harness.run import run
 
@@ -36,27 +36,12 @@ def unload(folder: Path) -> None:
             del sys.modules[name]
 
 
-@contextlib.contextmanager
-def environment(variables: dict[str, str]) -> Iterator[None]:
-    """`variables` set in os.environ while the block runs, the earlier values restored after."""
-    saved = {name: os.environ.get(name) for name in variables}
-    os.environ.update(variables)
-    try:
-        yield
-    finally:
-        for name, value in saved.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
-
-
 def grade(job: dict[str, Any]) -> None:
     """Both modes of one job (see the module docstring)."""
     submission = Path(job["submission"]).resolve()
     out = Path(job["out"])
     out.mkdir(parents=True, exist_ok=True)
-    with environment(job["env"]):
+    with mock.patch.dict(os.environ, job["env"]):
         for mode in MODES:
             with open(out / f"{mode}.log", "w", encoding="utf-8") as log, \
                     contextlib.redirect_stdout(log), contextlib.redirect_stderr(log):

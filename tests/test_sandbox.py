@@ -516,9 +516,9 @@ def test_arrays_changed_in_the_worker_cross_as_bytes(stud: Proxy, echoed: list[i
 
 def test_numbers_name_nothing_after_a_reset(box: Sandbox, stud: Proxy) -> None:
     stud.echo(np.zeros(4096))
-    assert box.sent.blobs, "the array just sent must be kept while the test lasts"
+    assert box.sent.arrays, "the array just sent must be kept while the test lasts"
     box.reset()
-    assert not box.sent.blobs, "a reset (a new test) must forget the arrays sent before it"
+    assert not box.sent.arrays, "a reset (a new test) must forget the arrays sent before it"
 
 
 def test_always_equal_object_equals_nothing_trusted(stud: Proxy) -> None:

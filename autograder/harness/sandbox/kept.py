@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 
 from .errors import ProtocolError, TooBig
-from .wireformat import ECHO_KEPT_BYTES, ECHO_MIN_BYTES, load_array
+from .wireformat import ECHO_KEPT_BYTES, ECHO_MIN_BYTES
 
 __all__ = ["Holding", "Sent"]
 
@@ -72,30 +72,29 @@ class Sent:
     """
 
     def __init__(self) -> None:
-        self.blobs: dict[int, np.ndarray] = {}
+        self.arrays: dict[int, np.ndarray] = {}
         self.kept = 0
         self.next = 1  # never reused by one sandbox, so a number from an earlier test names nothing
 
-    def offer(self, blob: memoryview, form: list[Any]) -> int | None:
-        """The number of an array about to be sent as `blob` with its [dtype, shape, order] (see
-        wireformat.py), or None when it is not kept. What is kept is a read-only copy: `blob` is a
-        view of the caller's array, which may change after the request."""
-        if len(blob) < ECHO_MIN_BYTES or self.kept + len(blob) > ECHO_KEPT_BYTES:
+    def offer(self, array: np.ndarray) -> int | None:
+        """The number of an array about to be sent, or None when it is not kept. What is kept is a
+        read-only copy: the request carries a view of the caller's array, which may change later."""
+        if array.nbytes < ECHO_MIN_BYTES or self.kept + array.nbytes > ECHO_KEPT_BYTES:
             return None
         number, self.next = self.next, self.next + 1
-        self.blobs[number] = kept = load_array(np, blob, form)
+        self.arrays[number] = kept = array.copy(order="K")
         kept.flags.writeable = False
-        self.kept += len(blob)
+        self.kept += array.nbytes
         return number
 
     def array(self, number: Any) -> np.ndarray:
         """The (read-only) array this process sent as `number`: callers copy it."""
-        kept = self.blobs.get(number) if type(number) is int else None
+        kept = self.arrays.get(number) if type(number) is int else None
         if kept is None:
             raise ProtocolError(f"the worker handed back an array {str(number)[:20]!r} the grader never sent it")
         return kept
 
     def clear(self) -> None:
         """A new test (or a new worker): the numbers sent so far name nothing any more."""
-        self.blobs.clear()
+        self.arrays.clear()
         self.kept = 0

@@ -130,8 +130,7 @@ class Reader:
 def _array(array: np.ndarray, what: str, blobs: list[Any]) -> list[Any]:
     """[blob index, dtype, shape, order] of an array whose bytes are appended to `blobs`
     (`wireformat.array_form`), or TypeError for a dtype that must not cross."""
-    dtype = array.dtype
-    if dtype.kind not in NUMERIC_KINDS or dtype.fields is not None or dtype.str not in numeric_dtypes(np):
+    if array.dtype.str not in numeric_dtypes(np):  # a structured or object dtype has a "|V"/"|O" name
         raise TypeError(
             f"cannot send {what} of dtype {array.dtype} to student code: only numeric and bool arrays cross"
         )
@@ -165,8 +164,9 @@ def encode(
         return ["N"]
     # numpy first: np.float64 is a float subclass and must keep its dtype.
     if isinstance(value, np.ndarray):
-        tree = ["A", *_array(np.asarray(value), "an array", blobs)]
-        number = sent.offer(blobs[-1], tree[2:]) if sent is not None else None
+        array = np.asarray(value)  # an ndarray subclass crosses as a plain ndarray
+        tree = ["A", *_array(array, "an array", blobs)]
+        number = sent.offer(array) if sent is not None else None
         return tree if number is None else [*tree, number]
     if isinstance(value, np.generic):
         return ["G", *_array(np.asarray(value), "a numpy scalar", blobs)]

@@ -387,8 +387,7 @@ class Worker:
             if echo is not None and echo[0] is value and self.unchanged(value, echo[1]):
                 return ["E", echo[2]]
             array = np.asarray(value)  # an ndarray subclass crosses as a plain ndarray
-            if (array.dtype.kind not in NUMERIC_KINDS or array.dtype.fields is not None
-                    or array.dtype.str not in numeric_dtypes(np)):
+            if array.dtype.str not in numeric_dtypes(np):  # a structured or object dtype has a "|V"/"|O" name
                 raise UnsupportedValue(
                     f"cannot return a numpy {'array' if isinstance(value, np.ndarray) else 'scalar'} "
                     f"of dtype {array.dtype}: only numeric and bool arrays cross the sandbox"
