@@ -338,6 +338,10 @@ def run_pytest(assignment: Assignment, grading: Grading, private: Path) -> int:
         # plugin could change how tests run). pytest-timeout gives the tests' timeout marks.
         "--disable-plugin-autoload", "-p", "pytest_timeout",
         "-p", "autograder.harness.plugin", "--noconftest", "--assert=plain", "-p", "no:cacheprovider",
+        # pytest's unraisable-exception plugin turns exceptions in finalizers into warnings, which
+        # no grade reads, and collects all garbage twice at the session's end to find them: 10-40
+        # ms per grading, and more in a process that grades many (the tests of the tests).
+        "-p", "no:unraisableexception",
         "-c", str(ini), "--rootdir", str(private),
         # The terminal output (the staff's log on Gradescope) carries no test source and no student
         # text: no tracebacks, no summary. Each test's outcome and message are in results.json.

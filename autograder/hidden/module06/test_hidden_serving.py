@@ -27,9 +27,11 @@ BS = 4
 PARAMS = init_params(TINY, 0)
 
 # Derandomized: the same operation sequences for every submission. No explain phase (it would print
-# this file's name and lines); one bug reported.
+# this file's name and lines); one bug reported. Fifteen steps admit, grow and free several requests
+# on the eight-block pool; every step more costs the shrinker, which replays a failing run hundreds of
+# times (at 25 steps, 11 s of one sandboxed grading), and caught no bug of the catalog that 15 miss.
 MACHINE_SETTINGS = settings(
-    max_examples=12, stateful_step_count=25, derandomize=True, database=None, deadline=None,
+    max_examples=12, stateful_step_count=15, derandomize=True, database=None, deadline=None,
     phases=(Phase.explicit, Phase.generate, Phase.shrink), report_multiple_bugs=False,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much], print_blob=False,
 )
