@@ -471,6 +471,10 @@ def check_catalog(suite: Suite) -> None:
         except SyntaxError as error:
             raise AssertionError(f"mutant {mutant.name} makes {mutant.file} invalid Python: {error}") from error
         assert mutant.tasks and set(mutant.tasks) <= set(suite.tasks), f"mutant {mutant.name} names unknown tasks {mutant.tasks}"
+        limit = suite.assignment.call_timeout_seconds
+        assert mutant.call_timeout is None or 0 < mutant.call_timeout < limit, (
+            f"mutant {mutant.name}'s call_timeout {mutant.call_timeout} must lie between 0 and the assignment's "
+            f"{limit} s: the grader only ever lowers its limit")
         tree = ast.parse(text)
         for old, _ in mutant.replacements:
             covered[mutant.file].add(enclosing_function(tree, text[: text.index(old)].count("\n") + 1))

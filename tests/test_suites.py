@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from autograder import mutants
+from autograder.harness.run import CALL_TIMEOUT_ENV
 from suite_support import (
     MODES, REPO, Graded, Graders, Job, Suite, assert_all_not_implemented, check_asserts_have_messages,
     check_catalog, check_modes_agree, check_mutant_caught, check_points_add_up, check_solution_passes,
@@ -71,7 +72,9 @@ def gradings(request: pytest.FixtureRequest,
                 folder = base / mutant.name
                 root = (suite.tests_root(folder / "root", mutant.tasks) if suite.checks.mutants_run_own_tasks else whole)
                 submission = mutants.apply(mutant, suite.assignment.solution, folder / "submission")
-                jobs.append(Job(name, mutant.name, submission, root, folder, suite.checks.run_seconds, env))
+                limit = {} if mutant.call_timeout is None else {CALL_TIMEOUT_ENV: str(mutant.call_timeout)}
+                jobs.append(Job(name, mutant.name, submission, root, folder, suite.checks.run_seconds,
+                                {**env, **limit}))
     graders = Graders(sorted(jobs, key=longest_first))
     yield graders.futures
     # Leaving early (an interrupted session) must not wait for the runs nobody will read.

@@ -28,6 +28,9 @@ class Mutant:
     contain, naming the bug for the student.
     `public_blind`: empty when some public test fails on the mutant; otherwise why only the hidden
     tests can catch it (for example, the real trace is not shipped).
+    `call_timeout`: for a bug whose cost passes any per-call limit (its call never finishes), the
+    tests of the tests grade it with this lower limit, through KVLAB_CALL_TIMEOUT, which the grader
+    honours in both modes: the same outcome, without waiting out the assignment's limit each time.
     """
 
     name: str
@@ -37,6 +40,7 @@ class Mutant:
     tasks: tuple[str, ...]
     expect: str
     public_blind: str = ""
+    call_timeout: float | None = None
 
 
 @dataclass(frozen=True)
