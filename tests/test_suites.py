@@ -14,6 +14,7 @@ submissions from one queue, longest first; see suite_support.Graders.
 """
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator
 from concurrent.futures import Future
 from pathlib import Path
@@ -155,6 +156,17 @@ def test_every_assert_has_a_message(path: Path) -> None:
 @ASSIGNMENTS
 def test_catalog_applies_and_covers_the_contract(assignment: str) -> None:
     check_catalog(SUITES[assignment])
+
+
+@pytest.mark.parametrize("call_timeout", [0.0, 10.0, 60.0])
+def test_catalog_refuses_a_call_timeout_the_grader_would_not_take(call_timeout: float) -> None:
+    # A limit must be positive, and KVLAB_CALL_TIMEOUT only ever lowers one: lecture07 allows 10 s per
+    # call, so 10 s or more would grade the mutant with that limit while its entry says otherwise.
+    suite = Suite(SUITES["lecture07"].assignment)
+    suite.__dict__["catalog"] = [dataclasses.replace(m, call_timeout=call_timeout) if m.call_timeout else m
+                                 for m in SUITES["lecture07"].catalog]
+    with pytest.raises(AssertionError, match="call_timeout"):
+        check_catalog(suite)
 
 
 MUTANTS = [pytest.param(name, mutant, id=f"{name}-{mutant.name}")
