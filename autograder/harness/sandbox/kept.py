@@ -4,6 +4,8 @@ may hand back by number. Both are reset at every test (`Sandbox.reset`).
 """
 from __future__ import annotations
 
+import gc
+import os
 import weakref
 from typing import Any
 
@@ -21,6 +23,15 @@ HELD_ARRAY_BYTES = 128 << 20
 HELD_PLAIN_ITEMS = 2_000_000
 # A str or bytes costs one item per this many characters or bytes (about an item's own size).
 ITEM_BYTES = 64
+# A failed call's traceback keeps its frames alive in reference cycles, and with them the replies
+# and the trusted forward's intermediate arrays (the attention term) that were in flight. Python
+# frees cycles only when a collection runs, which it triggers by counts of objects, not bytes: a
+# submission whose calls fail with large arrays in flight held the trusted process at 836 MB
+# (tests/hostile/large_replies_held) with the held arrays within their bound. So between tests the
+# garbage is collected once the process has grown this much since the last collection (a full
+# collection costs 40-50 ms with lecture 7's traces loaded, too much for every test), and before
+# refusing an array, since the arrays counted as held may be garbage already.
+GARBAGE_GROWTH_BYTES = 64 << 20
 
 
 class Holding:
@@ -32,9 +43,17 @@ class Holding:
         self.array_bytes, self.plain_items = array_bytes, plain_items
         self.live = 0
         self.items = 0
+        self.resident_after_collection = resident_bytes()
 
     def new_test(self) -> None:
+        """Between tests: nothing decoded so far counts for the next, and garbage the last test left
+        in reference cycles is freed once the process has grown by GARBAGE_GROWTH_BYTES."""
         self.items = 0
+        resident = resident_bytes()
+        if resident is None or self.resident_after_collection is None \
+                or resident - self.resident_after_collection > GARBAGE_GROWTH_BYTES:
+            gc.collect()
+            self.resident_after_collection = resident_bytes()
 
     def take_items(self, count: int) -> None:
         self.items += count
@@ -45,6 +64,8 @@ class Holding:
             )
 
     def take_array(self, nbytes: int) -> None:
+        if self.live + nbytes > self.array_bytes:
+            gc.collect()  # the arrays of a failed call, garbage in a cycle, no longer count once freed
         if self.live + nbytes > self.array_bytes:
             raise TooBig(
                 f"an array of {nbytes >> 20} MB from your code, with the {self.live >> 20} MB of its arrays "
@@ -58,6 +79,15 @@ class Holding:
 
     def _release(self, nbytes: int) -> None:
         self.live -= nbytes
+
+
+def resident_bytes() -> int | None:
+    """This process's resident memory (Linux's /proc/self/statm), None where unreadable."""
+    try:
+        with open("/proc/self/statm", "rb") as statm:
+            return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return None
 
 
 class Sent:
