@@ -4,18 +4,19 @@ trace. What the public tests share with them (the script interpreter, the synthe
 limit, the hit-ratio diagnosis) is in the public folder's eviction_checks.py.
 
 `ReferenceLRU` and `ReferenceLFU` are written another way than the reference solution (which keeps
-an OrderedDict for LRU and one recency-ordered group per use count for LFU): both are a heap of
-use-stamped entries with lazy deletion, kept here, never shipped, so that the expected values of
-the trace tests come from the tests themselves. What makes them trustworthy is checked in
-tests/test_lecture07_references.py: they replay the hand-derived scripts below, and they agree
-with brute-force oracles (a list scan for LRU, a minimum scan over use counts for LFU) on random
-operation sequences. Every `*_problem` function
-returns None when the student's values agree, else the message the student sees.
+an OrderedDict for LRU and one recency-ordered group per use count for LFU): both keep use-stamped
+entries with lazy deletion (a queue in stamp order for LRU, a heap for LFU), kept here, never
+shipped, so that the expected values of the trace tests come from the tests themselves. What makes
+them trustworthy is checked in tests/test_lecture07_references.py: they replay the hand-derived
+scripts below, and they agree with brute-force oracles (a list scan for LRU, a minimum scan over
+use counts for LFU) on random operation sequences. Every `*_problem` function returns None when
+the student's values agree, else the message the student sees.
 """
 from __future__ import annotations
 
 import functools
 import heapq
+from collections import deque
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -34,26 +35,27 @@ GUARD_SECONDS = 12
 
 
 class ReferenceLRU:
-    """LRU by block id: a heap of (last use, block) entries with lazy deletion.
+    """LRU by block id: a queue of (last use, block) entries in use order, with lazy deletion.
 
-    Every use pushes a new entry; an entry is current only while its tick is the block's last use,
-    so the smallest current entry is the least recently used block.
+    Every use appends a new entry; an entry is current only while its tick is the block's last use,
+    so the oldest current entry is the least recently used block. Ticks only grow, so the queue is
+    in tick order without a heap: each entry is appended and popped once (O(1) amortized per use).
     """
 
     def __init__(self, capacity: int | None) -> None:
         self.capacity = capacity
         self.last: dict[int, int] = {}
-        self.heap: list[tuple[int, int]] = []
+        self.queue: deque[tuple[int, int]] = deque()
         self.clock = 0
 
     def _use(self, block: int) -> None:
         self.clock += 1
         self.last[block] = self.clock
-        heapq.heappush(self.heap, (self.clock, block))
+        self.queue.append((self.clock, block))
 
     def _evict(self) -> None:
         while True:
-            tick, block = heapq.heappop(self.heap)
+            tick, block = self.queue.popleft()
             if self.last.get(block) == tick:
                 del self.last[block]
                 return
