@@ -2,7 +2,8 @@
 
 What a submission can make the grader compute or hold: the attention scores of a `forward` it asks
 for (checked before anything is computed), the arrays of its replies that a test still holds (counted
-until the last reference goes), the plain values decoded during one test, and the JSON of one reply.
+until the last reference goes; garbage in reference cycles is collected before a refusal, and between
+tests once the process has grown), the plain values decoded during one test, and the JSON of one reply.
 Each bound is checked here directly, on a real sandbox where it involves the worker, with small
 bounds so the checks stay cheap; tests/test_hostile.py grades the attacks end to end with the whole
 grader under a real 768 MB limit.
