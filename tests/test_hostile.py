@@ -99,6 +99,10 @@ CAMPAIGN_TIMEOUT = 1800
 
 # Gradescope's default container memory: the whole grading (runner, worker, pytest) must fit in it.
 GRADER_MEMORY_BYTES = 768 << 20
+# Room a grading must leave under that limit (where a cgroup reports its peak): one that peaks closer
+# is one larger allocation away from an OOM kill. The worst case peaks at about 440 MB (the memory
+# bomb, at the worker's own 512 MB limit); the garbage of failed tests once took a grading to 700 MB.
+GRADER_HEADROOM_BYTES = 128 << 20
 
 HOSTILE_DIR = Path(__file__).resolve().parent / "hostile"
 # Extra files of a case are stored under this suffix, so that no tool (pytest above all: a conftest.py
@@ -828,6 +832,10 @@ def test_hostile_submission(campaign: Campaign, case: Case) -> None:
     assert hostile.results is not None, (
         f"no valid results.json: {hostile.problem} ({memory})\nrun_autograder's log:\n{log}")
     results = hostile.results
+    for name, graded in (("the attack", hostile), ("the chain's reference", outcome.clean)):
+        assert graded.memory_peak is None or graded.memory_peak <= GRADER_MEMORY_BYTES - GRADER_HEADROOM_BYTES, (
+            f"{name}'s grading peaked at {graded.memory_peak >> 20} MB, within {GRADER_HEADROOM_BYTES >> 20} MB of the "
+            f"{GRADER_MEMORY_BYTES >> 20} MB limit")
     status = results["extra_data"]["status"]
     tamper_detected = case.writes_grader_files and not IS_ROOT
     if tamper_detected:
