@@ -1,8 +1,8 @@
-# Every answer large, each just under the 64 MB message cap, so that a test holds several at once: a
-# cache whose update returns 28 MB keys and values (of the right rank: a test keeps the pair while it
-# checks it, and forward's attention would run over them), byte counts and a decode that answer with
-# 60 MB arrays. Each reply crosses, and most tests fail on them; the grader must bound what it holds
-# of them, the garbage that failed tests leave in reference cycles included.
+# Every answer large, each just under the 64 MB message cap: a cache whose update returns 28 MB keys
+# and values (of the right rank: a test keeps the pair while it checks it, and forward's attention
+# would run over them), byte counts and a decode that answer with 60 MB arrays. Each reply crosses,
+# and most tests fail on them; the grader must bound what it holds of them, the garbage that failed
+# tests leave in reference cycles included.
 import numpy as _np
 
 _BIG = (60 << 20) // 8
