@@ -163,6 +163,7 @@ def test_catalog_refuses_a_call_timeout_the_grader_would_not_take(call_timeout: 
     # A limit must be positive, and KVLAB_CALL_TIMEOUT only ever lowers one: lecture07 allows 10 s per
     # call, so 10 s or more would grade the mutant with that limit while its entry says otherwise.
     suite = Suite(SUITES["lecture07"].assignment)
+    # Suite is a frozen dataclass: its cached catalog is replaced where cached_property keeps it.
     suite.__dict__["catalog"] = [dataclasses.replace(m, call_timeout=call_timeout) if m.call_timeout else m
                                  for m in SUITES["lecture07"].catalog]
     with pytest.raises(AssertionError, match="call_timeout"):
