@@ -28,6 +28,7 @@ from autograder.harness.sandbox import (
 from autograder.harness.course import COURSE
 from autograder.harness.sandbox import isolation, kept, wire, wireformat
 from autograder.harness.sandbox.errors import explain_exit
+from kvlab import model
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -172,6 +173,26 @@ def bump(a):
 def reshaped(a):
     a.shape = (a.size,)
     return a
+
+def changed(d, change):
+    first = next(iter(d)) if isinstance(d, dict) else None
+    if change == "add_key":
+        d["extra"] = np.zeros(3)
+    elif change == "drop_key":
+        del d[first]
+    elif change == "move_key":
+        d[first] = d.pop(first)
+    elif change == "replace_item":
+        d[first] = d[first].copy()
+    elif change == "write_item":
+        d[first].flat[0] += 1
+    elif change == "poke_field":
+        object.__setattr__(d, "vocab", d.vocab + 1)
+    return d
+
+def logits(params, cfg, tokens):
+    import kvlab.model
+    return kvlab.model.forward(params, cfg, tokens)
 
 def listdir(path):
     return sorted(os.listdir(path))
@@ -467,33 +488,92 @@ def test_a_method_used_as_a_value_fails_closed(stud: Proxy, use: str) -> None:
 # ----- arrays handed back by number ------------------------------------------------------------------
 
 @pytest.fixture
-def echoed(box: Sandbox, monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    """The numbers of the arrays the worker handed back instead of their bytes, in this test."""
-    numbers: list[int] = []
-    real = kept.Sent.array
+def echoed(box: Sandbox, monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """What the worker handed back by number instead of its bytes in this test: "array", "dict" or
+    the wire type's class name, one per number (a dict's arrays each after it)."""
+    kinds: list[str] = []
+    real = kept.Sent.value
 
-    def spy(self: kept.Sent, number: object) -> np.ndarray:
-        numbers.append(number)  # type: ignore[arg-type]
-        return real(self, number)
+    def spy(self: kept.Sent, number: object) -> object:
+        value = real(self, number)
+        kinds.append({np.ndarray: "array", dict: "dict"}.get(type(value), type(value).__name__))
+        return value
 
-    monkeypatch.setattr(kept.Sent, "array", spy)
-    return numbers
+    monkeypatch.setattr(kept.Sent, "value", spy)
+    return kinds
 
 
-def test_arrays_passed_back_unchanged_cross_as_their_number(stud: Proxy, echoed: list[int]) -> None:
-    params = {"w": np.arange(4096.0).reshape(64, 64), "b": np.ones(1000, dtype=np.float32), "small": np.zeros(3)}
-    back = stud.echo(params)
-    assert back.keys() == params.keys(), f"the dict came back with keys {sorted(back)}"
-    for name, array in params.items():
-        assert back[name].dtype == array.dtype and np.array_equal(back[name], array), f"{name} came back changed"
-    assert len(echoed) == 2, (f"the two arrays of at least {wireformat.ECHO_MIN_BYTES} bytes must come back as "
-                              f"their numbers, the small one as bytes; {len(echoed)} came back by number")
-    back["w"][0, 0] = -1.0
-    assert params["w"][0, 0] == 0.0 and stud.echo(params)["w"][0, 0] == 0.0, (
+def test_arrays_passed_back_unchanged_cross_as_their_number(stud: Proxy, echoed: list[str]) -> None:
+    arrays = [np.arange(4096.0).reshape(64, 64), np.ones(1000, dtype=np.float32), np.zeros(3)]
+    back = stud.echo(arrays)
+    assert len(back) == 3 and all(b.dtype == a.dtype and np.array_equal(b, a) for a, b in zip(arrays, back)), (
+        "the arrays came back changed")
+    assert echoed == ["array", "array"], (f"the two arrays of at least {wireformat.ECHO_MIN_BYTES} bytes must come "
+                                          f"back as their numbers, the small one as bytes; came back by number: {echoed}")
+    back[0][0, 0] = -1.0
+    assert arrays[0][0, 0] == 0.0 and stud.echo(arrays)[0][0, 0] == 0.0, (
         "an array handed back by number must be a new array, as one decoded from its bytes is")
 
 
-def test_an_array_changed_here_after_it_was_sent_comes_back_as_sent(stud: Proxy, echoed: list[int]) -> None:
+def test_a_dict_of_arrays_passed_back_unchanged_crosses_as_one_number(stud: Proxy, echoed: list[str]) -> None:
+    params = {"w": np.arange(4096.0).reshape(64, 64), "b": np.ones(1000, dtype=np.float32), "small": np.zeros(3)}
+    back = stud.echo(params)
+    assert list(back) == list(params), f"the dict came back with keys {list(back)}"
+    for name, array in params.items():
+        assert back[name].dtype == array.dtype and np.array_equal(back[name], array), f"{name} came back changed"
+    assert echoed == ["dict", "array", "array", "array"], (
+        f"the dict must come back as one number, its arrays (the small one too) with it; came back: {echoed}")
+    back["small"][0] = 5.0
+    assert back["small"].flags.writeable and stud.echo(params)["small"][0] == 0.0, (
+        "the arrays of a dict handed back by number must be new writable arrays, as decoded ones are")
+
+
+@pytest.mark.parametrize("change", ["add_key", "drop_key", "move_key", "replace_item", "write_item"])
+def test_a_dict_changed_in_the_worker_crosses_by_its_items(stud: Proxy, echoed: list[str], change: str) -> None:
+    params = {"w": np.arange(4096.0).reshape(64, 64), "small": np.zeros(3)}
+    expected = {k: v.copy() for k, v in params.items()}
+    if change == "add_key":
+        expected["extra"] = np.zeros(3)
+    elif change == "drop_key":
+        del expected["w"]
+    elif change == "move_key":
+        expected["w"] = expected.pop("w")
+    elif change == "write_item":
+        expected["w"][0, 0] += 1
+    back = stud.changed(params, change)
+    assert list(back) == list(expected) and all(np.array_equal(back[k], v) for k, v in expected.items()), (
+        f"{change}: the dict must come back as it is in the worker, got keys {list(back)}")
+    assert "dict" not in echoed, f"{change}: a changed dict came back by number, so as the grader sent it"
+
+
+def test_a_frozen_wire_type_passed_back_unchanged_is_the_value_sent(stud: Proxy, echoed: list[str]) -> None:
+    assert stud.echo(model.TINY) is model.TINY and echoed == ["Config"], (
+        f"a Config handed back unchanged must cross as its number, as the very value sent; came back: {echoed}")
+    poked = stud.changed(model.TINY, "poke_field")
+    assert poked.vocab == model.TINY.vocab + 1 and echoed == ["Config"], (
+        "a Config changed in the worker (object.__setattr__) must cross by value, with the change")
+
+
+def test_remote_functions_get_the_sent_arrays_read_only(stud: Proxy, box: Sandbox,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The weights a worker's forward sends back by number reach the trusted forward as the kept
+    arrays themselves (no copy per decode step), read-only, so it cannot change them either."""
+    params, tokens = model.init_params(model.TINY, seed=1), np.array([[1, 2, 3]])
+    seen: list[bool] = []
+    real = model.forward
+
+    def spy(weights: dict[str, np.ndarray], *args: object, **kwargs: object) -> np.ndarray:
+        kept_arrays = [id(a) for a in box.sent.arrays.values()]
+        seen.extend(id(a) in kept_arrays and not a.flags.writeable for a in weights.values())
+        return real(weights, *args, **kwargs)
+
+    monkeypatch.setattr(model, "forward", spy)
+    got = stud.logits(params, model.TINY, tokens)
+    assert np.array_equal(got, real(params, model.TINY, tokens)), "the forward run for the worker gave other logits"
+    assert seen and all(seen), f"{seen.count(False)} of the {len(seen)} weights reached forward as copies"
+
+
+def test_an_array_changed_here_after_it_was_sent_comes_back_as_sent(stud: Proxy, echoed: list[str]) -> None:
     # The request carries a view of the grader's array; what a number names must be a copy of it.
     sent = np.arange(1024.0)
     box = stud.Box(sent)
@@ -504,7 +584,7 @@ def test_an_array_changed_here_after_it_was_sent_comes_back_as_sent(stud: Proxy,
 
 
 @pytest.mark.parametrize("change", ["bump", "reshaped"])
-def test_arrays_changed_in_the_worker_cross_as_bytes(stud: Proxy, echoed: list[int], change: str) -> None:
+def test_arrays_changed_in_the_worker_cross_as_bytes(stud: Proxy, echoed: list[str], change: str) -> None:
     sent = np.arange(2048.0).reshape(32, 64)
     back = getattr(stud, change)(sent)
     expected = {"bump": np.concatenate([[1.0], np.arange(1.0, 2048.0)]).reshape(32, 64),

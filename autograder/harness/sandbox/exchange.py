@@ -237,7 +237,7 @@ class Exchange:
             return Proxy(self, ["R", number], generation, f"your {type_name}", type_name)
 
         try:
-            decoder = Decoder(blobs, make_proxy, self._wire_types, self.holding, self.sent)
+            decoder = Decoder(blobs, make_proxy, self._wire_types, self.holding, self.sent, shared=True)
             decoded_args = [decoder.decode(arg) for arg in args]
             decoded_kwargs = dict(decoder.pair(item, 0) for item in kwargs)
         except ProtocolError as exc:

@@ -1,6 +1,6 @@
 """What the trusted side keeps of one test's traffic with the worker: `Holding`, the student's
-replies it still holds (bounded, issue 8, item 5), and `Sent`, the arrays it sent that the worker
-may hand back by number. Both are reset at every test (`Sandbox.reset`).
+replies it still holds (bounded, issue 8, item 5), and `Sent`, the arrays (and dicts of them, and
+frozen wire-type values) it sent that the worker may hand back by number. Both are reset at every test (`Sandbox.reset`).
 """
 from __future__ import annotations
 
@@ -91,30 +91,45 @@ def resident_bytes() -> int | None:
 
 
 class Sent:
-    """The arrays this process sent the worker during the current test, by number, which the worker
-    may hand back as ["E", number] instead of their bytes (wireformat.py).
+    """What this process sent the worker during the current test, by number, which the worker may
+    hand back as ["E", number] instead of its bytes (wireformat.py): arrays, dicts of them, and
+    frozen wire-type values.
 
-    A decode passes its weights to every forward callback (1.1 MB per step of lecture 2's work
-    check): sent back as a number, they cost neither the copies nor the pipe. Trusting the number
-    gives the worker nothing: it can only name bytes this process sent itself, which it could have
-    sent back verbatim, and they are decoded and held like any reply. Arrays below ECHO_MIN_BYTES
-    are not numbered (the number would save little), nor any beyond ECHO_KEPT_BYTES in one test.
+    A decode passes its weights to every forward callback (1.1 MB in 21 arrays per step of lecture
+    2's work check): sent back as one number, they cost neither the copies nor the pipe, nor a tree
+    node per array. Trusting the number gives the worker nothing: it can only name what this process
+    sent itself, which it could have sent back verbatim, and arrays are decoded and held like any
+    reply. Arrays below ECHO_MIN_BYTES are not numbered (the number would save little) unless they
+    belong to a dict of arrays, nor any beyond ECHO_KEPT_BYTES in one test.
     """
 
     def __init__(self) -> None:
         self.arrays: dict[int, np.ndarray] = {}
+        # Dicts of numbered arrays (key -> the array's number), and frozen wire-type values as sent.
+        self.values: dict[int, Any] = {}
         self.kept = 0
         self.next = 1  # never reused by one sandbox, so a number from an earlier test names nothing
 
-    def offer(self, array: np.ndarray) -> int | None:
+    def offer(self, array: np.ndarray, small_too: bool = False) -> int | None:
         """The number of an array about to be sent, or None when it is not kept. What is kept is a
         read-only copy: the request carries a view of the caller's array, which may change later."""
-        if array.nbytes < ECHO_MIN_BYTES or self.kept + array.nbytes > ECHO_KEPT_BYTES:
+        if (array.nbytes < ECHO_MIN_BYTES and not small_too) or self.kept + array.nbytes > ECHO_KEPT_BYTES:
             return None
-        number, self.next = self.next, self.next + 1
+        number = self._number()
         self.arrays[number] = kept = array.copy(order="K")
         kept.flags.writeable = False
         self.kept += array.nbytes
+        return number
+
+    def offer_value(self, value: dict[str, int] | Any) -> int:
+        """The number of a dict of array numbers, or of a frozen wire-type value (immutable, so kept
+        as it is)."""
+        number = self._number()
+        self.values[number] = value
+        return number
+
+    def _number(self) -> int:
+        number, self.next = self.next, self.next + 1
         return number
 
     def array(self, number: Any) -> np.ndarray:
@@ -124,7 +139,15 @@ class Sent:
             raise ProtocolError(f"the worker handed back an array {str(number)[:20]!r} the grader never sent it")
         return kept
 
+    def value(self, number: Any) -> Any:
+        """What this process sent as `number`: an array (read-only: callers copy it), a dict of array
+        numbers, or a frozen wire-type value."""
+        if type(number) is int and number in self.values:
+            return self.values[number]
+        return self.array(number)
+
     def clear(self) -> None:
         """A new test (or a new worker): the numbers sent so far name nothing any more."""
         self.arrays.clear()
+        self.values.clear()
         self.kept = 0

@@ -139,6 +139,14 @@ def _array(array: np.ndarray, what: str, blobs: list[Any]) -> list[Any]:
     return [len(blobs) - 1, *form]
 
 
+def _sent_array(value: np.ndarray, blobs: list[Any], sent: Sent | None, small_too: bool = False) -> list[Any]:
+    """An array's tree, with the number `sent` gives it if it keeps it (see kept.Sent.offer)."""
+    array = np.asarray(value)  # an ndarray subclass crosses as a plain ndarray
+    tree = ["A", *_array(array, "an array", blobs)]
+    number = sent.offer(array, small_too) if sent is not None else None
+    return tree if number is None else [*tree, number]
+
+
 def _numeric_dtype(value: np.dtype | type) -> np.dtype:
     """The dtype of a numeric dtype or concrete numpy scalar type, or TypeError."""
     if isinstance(value, type) and value not in set(np.sctypeDict.values()):
@@ -164,10 +172,7 @@ def encode(
         return ["N"]
     # numpy first: np.float64 is a float subclass and must keep its dtype.
     if isinstance(value, np.ndarray):
-        array = np.asarray(value)  # an ndarray subclass crosses as a plain ndarray
-        tree = ["A", *_array(array, "an array", blobs)]
-        number = sent.offer(array) if sent is not None else None
-        return tree if number is None else [*tree, number]
+        return _sent_array(value, blobs, sent)
     if isinstance(value, np.generic):
         return ["G", *_array(np.asarray(value), "a numpy scalar", blobs)]
     if isinstance(value, bool):
@@ -200,13 +205,22 @@ def encode(
     if isinstance(value, dict):
         if not all(isinstance(key, str) for key in value):
             raise TypeError("cannot send a dict with non-str keys to student code")
+        if sent is not None and value and all(isinstance(v, np.ndarray) for v in value.values()):
+            # Weights: numbered as a whole, so every forward of a decode can name them in one number.
+            pairs = [[str.__str__(k), _sent_array(v, blobs, sent, small_too=True)] for k, v in value.items()]
+            if all(len(tree) == 6 for _, tree in pairs):
+                return ["D", pairs, sent.offer_value({key: tree[5] for key, tree in pairs})]
+            return ["D", pairs]
         return ["D", [[str.__str__(k), encode(v, blobs, reference, wire_types, depth + 1, sent)]
                       for k, v in value.items()]]
     name = wire_types.names.get(type(value))
     if name is not None:
         fields = [f.name for f in dataclasses.fields(value) if f.init]
-        return ["C", name, [[f, encode(getattr(value, f), blobs, reference, wire_types, depth + 1, sent)]
+        tree = ["C", name, [[f, encode(getattr(value, f), blobs, reference, wire_types, depth + 1, sent)]
                             for f in fields]]
+        if sent is not None and type(value).__dataclass_params__.frozen:  # type: ignore[attr-defined]
+            tree.append(sent.offer_value(value))  # the Config of every forward of a decode
+        return tree
     if callable(value):
         raise TypeError(
             f"cannot pass the trusted-side callable {value!r} to student code: only plain data and "
@@ -300,7 +314,11 @@ class Decoder:
     """Turns trees from the worker into trusted values; `make_proxy(number, type_name)` builds references."""
 
     def __init__(self, blobs: list[memoryview], make_proxy: Callable[[int, str], Any],
-                 wire_types: WireTypes, holding: Holding | None = None, sent: Sent | None = None) -> None:
+                 wire_types: WireTypes, holding: Holding | None = None, sent: Sent | None = None,
+                 shared: bool = False) -> None:
+        # shared: arrays handed back by number are the kept read-only arrays themselves, not new
+        # copies (for the config's `remote` functions, which never write into their arguments).
+        self.shared = shared
         self.blobs = blobs
         self.make_proxy = make_proxy
         self.wire_types = wire_types
@@ -313,9 +331,16 @@ class Decoder:
         self.holding.take_array(len(blob))
         return self.holding.track(_read_array(blob, form), len(blob))
 
-    def echo(self, number: Any) -> np.ndarray:
-        """A new copy of the array this process sent as `number`, counted as held."""
-        kept = self.sent.array(number)
+    def echo(self, number: Any) -> Any:
+        """What this process sent as `number`: a frozen wire-type value as it was, a dict anew, and
+        an array as a new copy counted as held (or, `shared`, the kept read-only array)."""
+        kept = self.sent.value(number)
+        if type(kept) is dict:
+            return {key: self.echo(item) for key, item in kept.items()}
+        if not isinstance(kept, np.ndarray):
+            return kept
+        if self.shared:
+            return kept
         self.holding.take_array(kept.nbytes)
         return self.holding.track(kept.copy(order="K"), kept.nbytes)
 

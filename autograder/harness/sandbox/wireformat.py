@@ -25,9 +25,11 @@ order (order "C") or, for an array that is only Fortran-contiguous, in Fortran o
 is a `dtype.str` of `numeric_dtypes` (bool, int, uint, float, complex, either byte order), shape a
 list of at most MAX_NDIM ints in [0, 2**63), and the blob's length must be exactly the elements'.
 No pickle, and an array's dtype is looked up in that table, never parsed.
-An array the trusted side sends may carry a number, ["A", blob, dtype, shape, order, number]; while
-the test lasts, the worker may send that same array back, unchanged, as ["E", number] (worker to
-trusted only).
+An array the trusted side sends may carry a number, ["A", blob, dtype, shape, order, number]; so may
+a dict whose values are all numbered arrays, ["D", [[key, value], ...], number], and a configured
+wire type that is a frozen dataclass, ["C", "module:Class", [[field, value], ...], number]. While the
+test lasts, the worker may send that same array, dict or value back, unchanged (a dict with the same
+keys in the same order, holding the same unchanged arrays), as ["E", number] (worker to trusted only).
 
 A request names an operation of the worker's table (getattr, call, callmethod, len, ...); a reply to
 getattr may say "method": true when the attribute is a method of the object's class that nothing
@@ -55,8 +57,9 @@ MAX_JSON_BYTES = 4 << 20
 MAX_MESSAGE_BYTES = 64 << 20
 # Messages up to this size are joined into one buffer.
 JOIN_BYTES = 64 << 10
-# Arrays sent to the worker that it may hand back by number (kept.Sent): at least this large, and
-# at most this much of them kept per test, on each side.
+# Arrays sent to the worker that it may hand back by number (kept.Sent): at least this large (any
+# size in a dict of arrays, which is numbered as a whole), and at most this much of them kept per
+# test, on each side.
 ECHO_MIN_BYTES = 2 << 10
 ECHO_KEPT_BYTES = 64 << 20
 # Parts handed to one writev (Linux's IOV_MAX is 1024).

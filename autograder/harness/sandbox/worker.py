@@ -125,8 +125,10 @@ class Worker:
         self.shown_roots = tuple(os.path.join(p, "") for p in (init["home"], *init["lib_dirs"]))
         self.table: dict[int, Any] = {}
         self.numbers: dict[int, int] = {}  # id(object) -> its number, so one object has one number
-        # Arrays the trusted side sent with a number, until the next reset: id(array) -> (the array,
-        # kept alive, a copy as it arrived, its number). Sent back unchanged, they cross as the number.
+        # What the trusted side sent with a number, until the next reset: id(object) -> (the object,
+        # kept alive, what it held as it arrived, its number): for an array a copy of it, for a dict
+        # its items, for a wire-type value its fields' values. Sent back unchanged, they cross as
+        # the number.
         self.echoes: dict[int, tuple[Any, Any, int]] = {}
         self.echo_bytes = 0
         self.next_number = 1
@@ -313,7 +315,10 @@ class Worker:
             items = [self.decode(item, blobs) for item in tree[1]]
             return items if tag == "L" else tuple(items)
         if tag == "D":
-            return {key: self.decode(value, blobs) for key, value in tree[1]}
+            items = {key: self.decode(value, blobs) for key, value in tree[1]}
+            if len(tree) == 3:
+                self.echoes[id(items)] = (items, tuple(items.items()), tree[2])
+            return items
         if tag == "P":
             dtype = self.np.dtype(tree[1])
             return dtype if tree[2] == "dtype" else dtype.type
@@ -324,7 +329,10 @@ class Worker:
                 self.echo_bytes += array.nbytes
             return array if tag == "A" else array[()]
         if tag == "C":
-            return self.wire_type(tree[1])(**{field: self.decode(value, blobs) for field, value in tree[2]})
+            value = self.wire_type(tree[1])(**{field: self.decode(item, blobs) for field, item in tree[2]})
+            if len(tree) == 4:
+                self.echoes[id(value)] = (value, self.fields(value), tree[3])
+            return value
         if tag == "J":
             return load_array(self.np, blobs[tree[1]], tree[2:5]).tolist()
         if tag == "W":
@@ -399,6 +407,9 @@ class Worker:
         if dtype is not None:
             return ["P", dtype.str, "dtype" if isinstance(value, np.dtype) else "type"]
         if depth < MAX_DEPTH:
+            echo = self.echoes.get(id(value))
+            if echo is not None and echo[0] is value and self.still_holds(value, echo[1]):
+                return ["E", echo[2]]
             if kind in (list, tuple):
                 return ["L" if kind is list else "T", [self.encode(item, blobs, depth + 1) for item in value]]
             if kind is dict and all(type(key) is str for key in value):
@@ -412,6 +423,23 @@ class Worker:
         if isinstance(value, type) and issubclass(value, BaseException):
             return ["X", str(value.__module__), str(value.__qualname__), self.lineage(value)]
         return ["R", self.number(value), f"{safe_str(kind.__module__)}.{safe_str(kind.__qualname__)}"[:200]]
+
+    def still_holds(self, value: Any, arrived: tuple[Any, ...]) -> bool:
+        """Whether a numbered dict (or wire-type value) holds what it held as it arrived: the same
+        keys in the same order (the same fields), the very same objects, and its arrays unchanged."""
+        now = tuple(value.items()) if type(value) is dict else self.fields(value)
+        if len(now) != len(arrived) or not all(a[0] is b[0] and a[1] is b[1] for a, b in zip(now, arrived)):
+            return False
+        for item in (value.values() if type(value) is dict else ()):
+            echo = self.echoes.get(id(item))
+            if echo is None or echo[0] is not item or not self.unchanged(item, echo[1]):
+                return False
+        return True
+
+    @staticmethod
+    def fields(value: Any) -> tuple[tuple[str, Any], ...]:
+        """A wire-type value's init fields, (name, object) in order."""
+        return tuple((f.name, getattr(value, f.name)) for f in dataclasses.fields(value) if f.init)
 
     def unchanged(self, array: Any, arrived: Any) -> bool:
         """Whether `array` still holds, byte for byte, in the same layout, what arrived."""
