@@ -445,6 +445,15 @@ def processes_mentioning(text: str) -> list[str]:
     return found
 
 
+def remove_stale_canaries() -> None:
+    """Remove the canaries of campaigns that were killed before they could (a world-writable file
+    left among the interpreter's packages); a live campaign's canary stays."""
+    for stale in SITE_PACKAGES.glob("kvlab-hostile-canary-*.txt"):
+        pid = stale.stem.rpartition("-")[2]
+        if pid.isdigit() and not Path(f"/proc/{pid}").exists():
+            stale.unlink(missing_ok=True)
+
+
 def sandbox_processes(campaign_tmp: Path) -> set[int]:
     """Processes of this campaign's sandboxes: a worker (its script sits in a sandbox-* folder under
     `campaign_tmp`, the gradings' TMPDIR) or, as root, any process of the unprivileged user but the
@@ -750,6 +759,7 @@ def campaign(tmp_path_factory: pytest.TempPathFactory) -> Campaign:
     # belongs to root.
     canary = SITE_PACKAGES / f"kvlab-hostile-canary-{os.getpid()}.txt"
     if IS_ROOT:
+        remove_stale_canaries()
         canary.write_text("canary\n")
         os.chmod(canary, 0o666)
     try:
