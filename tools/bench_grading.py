@@ -1,0 +1,135 @@
+"""Whole gradings of each reference on one CPU, in-process and sandboxed: issue 8's overhead figures.
+
+The issue asks the sandbox to cost at most 1.5x an in-process grading on one core. Each round grades
+every assignment's reference once in each mode, each grading in a new interpreter pinned to one
+CPU, and times `autograder.harness.run.run` there (the harness's own imports excluded, the
+worker's start-up included). Rounds interleave the modes, because this machine's speed drifts by
+tens of percent within minutes; the table gives the best and the median of each mode and their
+ratios.
+
+Then what crossing the sandbox costs on that CPU, the floor of the overhead: the start-up of a
+worker (the interpreter, numpy and the course library), and a round trip that carries nothing
+(a proxy's attribute read), split into the grader's and the worker's CPU time. A grading that makes
+R round trips cannot be cheaper sandboxed than in-process + start-up + R x that round trip.
+
+    python -m tools.bench_grading [--rounds N] [--cpu K] [ASSIGNMENT ...]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from kvlab.tables import format_table  # noqa: E402
+
+MODES = ("inprocess", "sandbox")
+EMPTY_ROUND_TRIPS = 2000
+
+
+def grade_once(assignment: str, mode: str) -> dict[str, float]:
+    """Grade the reference of `assignment` in this process; its seconds and score."""
+    from autograder.harness import run  # noqa: PLC0415 - imported before the clock starts
+
+    with tempfile.TemporaryDirectory() as folder:
+        started = time.perf_counter()
+        results = run.run(assignment, ROOT / "solutions" / assignment, Path(folder) / "results.json", mode=mode)
+        seconds = time.perf_counter() - started
+    return {"seconds": seconds, "score": results["score"], "max_score": results["extra_data"]["max_score"]}
+
+
+def crossing_costs() -> dict[str, float]:
+    """The start-up of a worker and the cost of an empty round trip, measured in this process."""
+    from autograder.harness.course import COURSE  # noqa: PLC0415
+    from autograder.harness.sandbox import Sandbox  # noqa: PLC0415
+
+    with tempfile.TemporaryDirectory() as folder:
+        (Path(folder) / "probe.py").write_text("VALUE = 1\n")
+        started = time.perf_counter()
+        with Sandbox(Path(folder), [ROOT], config=COURSE) as sandbox:
+            probe = sandbox.module("probe")
+            probe.VALUE  # noqa: B018 - the first request waits for the worker and imports the module
+            start_seconds = time.perf_counter() - started
+            start_cpu = sandbox.cpu_seconds() or 0.0
+            worker_before = start_cpu
+            grader_before, wall_before = time.process_time(), time.perf_counter()
+            for _ in range(EMPTY_ROUND_TRIPS):
+                probe.VALUE  # noqa: B018
+            wall = time.perf_counter() - wall_before
+            grader = time.process_time() - grader_before
+            worker = (sandbox.cpu_seconds() or 0.0) - worker_before
+    per = 1e6 / EMPTY_ROUND_TRIPS
+    return {"start_seconds": start_seconds, "start_worker_cpu": start_cpu,
+            "round_trip_us": wall * per, "grader_us": grader * per, "worker_us": worker * per}
+
+
+def child(cpu: int, *args: str) -> dict[str, float]:
+    """Run this module with `args` in a new interpreter pinned to `cpu`; the JSON it prints."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "KVLAB_GRADING_SEED": "1"}
+    done = subprocess.run(
+        [sys.executable, "-m", "tools.bench_grading", *args], cwd=ROOT, env=env, capture_output=True,
+        text=True, check=False, preexec_fn=lambda: os.sched_setaffinity(0, {cpu}),
+    )
+    lines = done.stdout.strip().splitlines()
+    if done.returncode != 0 or not lines:
+        raise RuntimeError(f"{' '.join(args)} failed:\n{done.stderr[-2000:]}")
+    return json.loads(lines[-1])
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("assignments", nargs="*", help="default: every folder under assignments/")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--cpu", type=int, default=max(os.sched_getaffinity(0)), help="the CPU to pin to")
+    parser.add_argument("--one", nargs=2, metavar=("ASSIGNMENT", "MODE"), help=argparse.SUPPRESS)
+    parser.add_argument("--crossing", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.one:  # a child: one grading
+        print(json.dumps(grade_once(*args.one)))
+        return 0
+    if args.crossing:  # a child: the cost of crossing
+        print(json.dumps(crossing_costs()))
+        return 0
+    assignments = args.assignments or sorted(p.name for p in (ROOT / "assignments").iterdir() if p.is_dir())
+    seconds: dict[tuple[str, str], list[float]] = {(a, m): [] for a in assignments for m in MODES}
+    for round_number in range(args.rounds):
+        for assignment in assignments:
+            for mode in MODES:
+                graded = child(args.cpu, "--one", assignment, mode)
+                if graded["score"] != graded["max_score"]:
+                    raise RuntimeError(f"the reference of {assignment} scored {graded['score']} of "
+                                       f"{graded['max_score']} {mode}: fix that before timing it")
+                seconds[assignment, mode].append(graded["seconds"])
+        print(f"round {round_number + 1} of {args.rounds} done", file=sys.stderr)
+    rows = []
+    for assignment in assignments:
+        inprocess, sandboxed = seconds[assignment, "inprocess"], seconds[assignment, "sandbox"]
+        rows.append([
+            assignment, f"{min(inprocess):.2f}", f"{statistics.median(inprocess):.2f}",
+            f"{min(sandboxed):.2f}", f"{statistics.median(sandboxed):.2f}",
+            f"{min(sandboxed) / min(inprocess):.2f}x",
+            f"{statistics.median(sandboxed) / statistics.median(inprocess):.2f}x",
+        ])
+    print(format_table(
+        f"Whole gradings of the references on CPU {args.cpu}, {args.rounds} interleaved rounds (seconds)",
+        ["assignment", "in-process best", "median", "sandboxed best", "median", "ratio of bests", "of medians"],
+        rows))
+    cost = child(args.cpu, "--crossing")
+    print(f"\nCrossing the sandbox on CPU {args.cpu}: a worker starts in {cost['start_seconds']:.3f} s "
+          f"({cost['start_worker_cpu']:.3f} s of its CPU); an empty round trip costs "
+          f"{cost['round_trip_us']:.0f} us of wall time (grader {cost['grader_us']:.0f} us, "
+          f"worker {cost['worker_us']:.0f} us of CPU)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
