@@ -70,9 +70,9 @@ class SandboxConfig:
     callable) that run in the trusted process whenever code in the worker calls them; the worker's
     copy is replaced by a stand-in before any student code runs. They must not write into their
     arguments: an array the worker hands back by number reaches them as the trusted process's own
-    read-only copy, not a new one (the weights of every forward of a decode). `trusted_packages`: top-level
-    packages (the course library) whose functions `Sandbox.call(name, ...)` runs in the trusted
-    process, its own copy, on proxies of the student's objects. `trusted_calls`: callables that
+    read-only copy, not a new one (the weights of every forward of a decode). `trusted_packages`:
+    top-level packages (the course library) whose functions `Sandbox.call(name, ...)` runs in the
+    trusted process, its own copy, on proxies of the student's objects. `trusted_calls`: callables that
     `Sandbox.call` runs here for some names instead (a bounded variant, say). `worker_calls`: names
     of those packages that `Sandbox.call` runs in the worker nonetheless, for library objects that
     must live beside the student's (a store the student's code writes into); nothing a verdict

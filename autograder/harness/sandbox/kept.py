@@ -1,6 +1,7 @@
 """What the trusted side keeps of one test's traffic with the worker: `Holding`, the student's
 replies it still holds (bounded, issue 8, item 5), and `Sent`, the arrays (and dicts of them, and
-frozen wire-type values) it sent that the worker may hand back by number. Both are reset at every test (`Sandbox.reset`).
+frozen wire-type values) it sent that the worker may hand back by number. Both are reset at every
+test (`Sandbox.reset`).
 """
 from __future__ import annotations
 
