@@ -107,6 +107,21 @@ def test_a_new_test_frees_the_garbage_once_the_process_has_grown(no_automatic_co
         f"{'more' if collected else 'less'} than {kept.GARBAGE_GROWTH_BYTES >> 20} MB since the last collection)")
 
 
+@pytest.mark.parametrize(("megabytes", "collected"), [(kept.LARGE_ARRAY_BYTES >> 20, True), (1, False)])
+def test_a_large_array_frees_the_garbage_before_it_is_taken(no_automatic_collection: None, megabytes: int,
+                                                             collected: bool) -> None:
+    """Garbage a test's failed calls left in cycles is freed before a large array is taken, so the
+    array does not come on top of it; a small one does not pay for a collection."""
+    holding = kept.Holding()
+    garbage = Cycle(np.ones((1 << 20) // 8))
+    alive = weakref.ref(garbage)
+    del garbage
+    holding.take_array(megabytes << 20)
+    assert (alive() is None) == collected, (
+        f"taking an array of {megabytes} MB: the garbage {'survived' if collected else 'was collected'}; arrays of "
+        f"at least {kept.LARGE_ARRAY_BYTES >> 20} MB collect first, smaller ones do not")
+
+
 def test_plain_values_of_one_test_are_bounded(sandbox: Sandbox) -> None:
     sandbox.reset()
     sandbox.holding = kept.Holding(plain_items=10_000)
