@@ -275,8 +275,8 @@ CASES = [
          says=("attention scores",)),
     # No honest test keeps more than two of these replies at once (128 MB is the bound, see
     # tests/test_memory_limit.py); what piled up was the garbage of failed tests, which held the
-    # trusted process at 836 MB until it was collected between tests (sandbox/kept.py). The student
-    # is told what is wrong with each reply.
+    # trusted process at 836 MB until it was collected between tests and before large replies
+    # (sandbox/kept.py). The student is told what is wrong with each reply.
     Case("large replies held together", "no_decode", "large_replies_held", breaks=True,
          says=("K returned by update on",)),
     # Every test's call costs the grader a parse until the budget ends; 10 s once ran out on a busy
