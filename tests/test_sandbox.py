@@ -594,6 +594,29 @@ def test_arrays_changed_in_the_worker_cross_as_bytes(stud: Proxy, echoed: list[s
     assert not echoed, f"{change}: a changed array came back by number {echoed}, so as the grader sent it"
 
 
+@pytest.mark.parametrize(("values", "as_one_array"), [
+    (list(range(-40, 60)), True), ([2 ** 62] * 64, True), (list(range(63)), False), ([True] * 64, False),
+    ([1] * 63 + [2 ** 70], False), ([1] * 63 + [1.5], False),
+], ids=["ints", "large-ints", "short", "bools", "beyond-int64", "a-float"])
+def test_long_lists_of_ints_come_back_as_one_array(stud: Proxy, monkeypatch: pytest.MonkeyPatch, values: list[object],
+                                                   as_one_array: bool) -> None:
+    """The worker sends a list of at least INT_LIST_MIN ints as one int64 array (a block table, not a
+    tree node per id); anything else in the list, or a shorter one, crosses item by item, exactly."""
+    tags: list[str] = []
+    real = wire.Decoder.decode
+
+    def spy(self: wire.Decoder, tree: object, depth: int = 0) -> object:
+        tags.append(tree[0] if isinstance(tree, list) and tree else "?")  # type: ignore[index]
+        return real(self, tree, depth)
+
+    echo = stud.echo  # its reference crosses now, not with the reply below
+    monkeypatch.setattr(wire.Decoder, "decode", spy)
+    back = echo(values)
+    assert back == values and [type(v) for v in back] == [type(v) for v in values], (
+        "the list came back with other values or types")
+    assert (tags == ["J"]) == as_one_array, f"the reply crossed as {tags[:3]}..., one array expected: {as_one_array}"
+
+
 def test_numbers_name_nothing_after_a_reset(box: Sandbox, stud: Proxy) -> None:
     stud.echo(np.zeros(4096))
     assert box.sent.arrays, "the array just sent must be kept while the test lasts"
@@ -843,7 +866,9 @@ def test_garbage_from_worker_is_a_protocol_error(stud: Proxy, data: bytes) -> No
         ["A", 0, "<f8", [1] * 65 + [2], "C"], ["A", 2, "<f8", [0, 1 << 70], "C"], ["A", 2, "<f8", [0, 1 << 62], "C"],
         ["A", 2, "<f8", [0] * 70, "C"], ["A", 0, "<f8", [2 ** 32, 2 ** 32, 0], "C"],
         ["G", 0, "<f8", [2], "C"], ["G", 0, "<f8", [], "C"], ["G", 0, "|O", [], "C"], ["G", 0],
-        ["J", 0, "<i8", [2], "C"], ["W", "kvlab.trace:Request", "L", [0, "<f8", [2], "C"]],
+        ["J", 0, "<f8", [2], "C"], ["J", 0, "<i4", [4], "C"], ["J", 0, "<i8", [3], "C"], ["J", 0, "<i8", [1, 2], "C"],
+        ["J", 0, "<i8", 2, "C"], ["J", 0, "<i8", [2]], ["J", 5, "<i8", [2], "C"],
+        ["W", "kvlab.trace:Request", "L", [0, "<f8", [2], "C"]],
     ],
     ids=str,
 )

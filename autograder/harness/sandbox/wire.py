@@ -376,6 +376,11 @@ class Decoder:
             return self.array(rest[0], rest[1:])
         if tag == "E" and len(rest) == 1:
             return self.echo(rest[0])
+        if tag == "J" and len(rest) == 4 and rest[1] in ("<i8", ">i8") and type(rest[2]) is list \
+                and len(rest[2]) == 1:
+            blob = self.blob(rest[0])
+            self.holding.take_items(len(blob) // 8)  # before the list is made: one item per int
+            return _read_array(blob, rest[1:]).tolist()
         if tag == "G" and len(rest) == 4:
             array = _read_array(self.blob(rest[0]), rest[1:])
             if array.ndim != 0:
