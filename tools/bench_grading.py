@@ -60,13 +60,12 @@ def crossing_costs() -> dict[str, float]:
             probe.VALUE  # noqa: B018 - the first request waits for the worker and imports the module
             start_seconds = time.perf_counter() - started
             start_cpu = sandbox.cpu_seconds() or 0.0
-            worker_before = start_cpu
             grader_before, wall_before = time.process_time(), time.perf_counter()
             for _ in range(EMPTY_ROUND_TRIPS):
                 probe.VALUE  # noqa: B018
             wall = time.perf_counter() - wall_before
             grader = time.process_time() - grader_before
-            worker = (sandbox.cpu_seconds() or 0.0) - worker_before
+            worker = (sandbox.cpu_seconds() or 0.0) - start_cpu
     per = 1e6 / EMPTY_ROUND_TRIPS
     return {"start_seconds": start_seconds, "start_worker_cpu": start_cpu,
             "round_trip_us": wall * per, "grader_us": grader * per, "worker_us": worker * per}

@@ -58,8 +58,7 @@ class Holding:
         resident = resident_bytes()
         if resident is None or self.resident_after_collection is None \
                 or resident - self.resident_after_collection > GARBAGE_GROWTH_BYTES:
-            gc.collect()
-            self.resident_after_collection = resident_bytes()
+            self.collect()
 
     def take_items(self, count: int) -> None:
         self.items += count
@@ -71,12 +70,18 @@ class Holding:
 
     def take_array(self, nbytes: int) -> None:
         if nbytes >= LARGE_ARRAY_BYTES or self.live + nbytes > self.array_bytes:
-            gc.collect()  # the arrays of a failed call, garbage in a cycle, no longer count once freed
+            self.collect()  # the arrays of a failed call, garbage in a cycle, no longer count once freed
         if self.live + nbytes > self.array_bytes:
             raise TooBig(
                 f"an array of {nbytes >> 20} MB from your code, with the {self.live >> 20} MB of its arrays "
                 f"the test still holds, is more than the {self.array_bytes >> 20} MB the grader keeps at once"
             )
+
+    def collect(self) -> None:
+        """A full collection, and the size it left, from which new_test measures the growth (so a
+        test that has just collected before a large array does not collect again at its end)."""
+        gc.collect()
+        self.resident_after_collection = resident_bytes()
 
     def track(self, array: np.ndarray, nbytes: int) -> np.ndarray:
         self.live += nbytes

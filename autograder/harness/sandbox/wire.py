@@ -24,12 +24,12 @@ from .errors import ProtocolError, student_exception_class
 from .kept import ITEM_BYTES, Holding, Sent
 from .wireformat import (
     HEADER,
-    INT_LIST_MIN,
     MAX_DECODE_DEPTH,
     MAX_JSON_BYTES,
     MAX_MESSAGE_BYTES,
     NUMERIC_KINDS,
     array_form,
+    int_column,
     load_array,
     numeric_dtypes,
 )
@@ -192,13 +192,9 @@ def encode(
     codec = wire_types.codecs.get(type(value[0])) if type(value) in (list, tuple) and value else None
     if codec is not None and len(set(map(type, value))) == 1:
         return _encode_columns(value, codec, blobs)
-    if type(value) is list and len(value) >= INT_LIST_MIN and set(map(type, value)) == {int}:
-        try:
-            column = np.fromiter(value, dtype=np.int64, count=len(value))
-        except OverflowError:
-            pass  # ints beyond 64 bits travel one by one below
-        else:
-            return ["J", *_array(column, "a list of ints", blobs)]
+    column = int_column(np, value)
+    if column is not None:
+        return ["J", *_array(column, "a list of ints", blobs)]
     if isinstance(value, (list, tuple)):
         items = [encode(item, blobs, reference, wire_types, depth + 1, sent) for item in value]
         return ["L" if isinstance(value, list) else "T", items]

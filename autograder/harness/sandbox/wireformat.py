@@ -179,6 +179,17 @@ def array_form(np: Any, array: Any) -> tuple[list[Any], Any]:
     return [array.dtype.str, list(array.shape), order], memoryview(flat.view(np.uint8))
 
 
+def int_column(np: Any, value: Any) -> Any:
+    """A list of at least INT_LIST_MIN plain ints (no bools) as one int64 array, the "J" form;
+    None for anything else, ints beyond 64 bits included (they travel one by one)."""
+    if type(value) is not list or len(value) < INT_LIST_MIN or set(map(type, value)) != {int}:
+        return None
+    try:
+        return np.fromiter(value, dtype=np.int64, count=len(value))
+    except OverflowError:
+        return None
+
+
 def load_array(np: Any, blob: Any, form: Any) -> Any:
     """A new (writable, aligned) ndarray from a blob and its [dtype, shape, order], copied once;
     ValueError when they are malformed or do not fit each other."""

@@ -41,7 +41,6 @@ from typing import Any
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from wireformat import (  # noqa: E402
     ECHO_KEPT_BYTES,
-    INT_LIST_MIN,
     MAX_CALLBACK_DEPTH,
     MAX_DEPTH,
     MAX_INT_BITS,
@@ -50,6 +49,7 @@ from wireformat import (  # noqa: E402
     NUMERIC_KINDS,
     TEXT_LIMIT,
     array_form,
+    int_column,
     load_array,
     numeric_dtypes,
     receive,
@@ -411,15 +411,11 @@ class Worker:
             echo = self.echoes.get(id(value))
             if echo is not None and echo[0] is value and self.still_holds(value, echo[1]):
                 return ["E", echo[2]]
-            if kind is list and len(value) >= INT_LIST_MIN and set(map(type, value)) == {int}:
-                try:
-                    column = np.fromiter(value, dtype=np.int64, count=len(value))
-                except OverflowError:
-                    pass  # ints beyond 64 bits travel one by one below
-                else:
-                    form, blob = array_form(np, column)
-                    blobs.append(blob)
-                    return ["J", len(blobs) - 1, *form]
+            column = int_column(np, value)
+            if column is not None:
+                form, blob = array_form(np, column)
+                blobs.append(blob)
+                return ["J", len(blobs) - 1, *form]
             if kind in (list, tuple):
                 return ["L" if kind is list else "T", [self.encode(item, blobs, depth + 1) for item in value]]
             if kind is dict and all(type(key) is str for key in value):
