@@ -25,6 +25,9 @@ from typing import Any
 import numpy as np
 import pytest
 
+from kvlab import freshwire
+from kvlab.freshwire import from_json, to_json
+
 # Float64 logits from a KV-cached decode and from the no-cache reference differ only by the order
 # of floating-point additions (the same dot products, blocked differently), about 1e-14 on the
 # course's models. Any real bug (a missing prompt, a wrong position, a stale key) moves logits by
@@ -134,13 +137,18 @@ class Submission:
         """`<module>.<function>(*args)` in a new Python process with another hash seed.
 
         For properties that must hold in every process (e.g. digests that must not depend on
-        Python's per-process `hash()` seed). Arguments and result travel as JSON (lists, ints, str).
+        Python's per-process `hash()` seed, or bytes that another process must be able to read).
+        Arguments and result travel as JSON (lists, ints, str, dicts), bytes and numeric arrays
+        included (`kvlab.freshwire`); the result is the last line the new process prints.
         """
+        # The codec's own source first: the new process needs no import path to kvlab, and writes no
+        # bytecode for it.
         program = (
-            "import json, sys, importlib\n"
-            "args = json.loads(sys.stdin.read())\n"
+            Path(freshwire.__file__).read_text(encoding="utf-8")
+            + "\nimport json, sys, importlib\n"
+            "args = from_json(json.loads(sys.stdin.read()))\n"
             f"result = getattr(importlib.import_module({module!r}), {function!r})(*args)\n"
-            "print(json.dumps(result))\n"
+            "print(json.dumps(to_json(result)))\n"
         )
         library = Path(__file__).resolve().parent.parent
         self._fresh_calls += 1  # a different hash seed for every fresh process
@@ -151,11 +159,12 @@ class Submission:
             # -B where this process writes no bytecode (the in-process grader): the library's
             # folder must not change under a grading that fingerprints it.
             bytecode = ["-B"] if sys.dont_write_bytecode else []
-            done = subprocess.run([sys.executable, *bytecode, "-c", program], input=json.dumps(args), env=env, cwd=home,
-                                  capture_output=True, text=True, timeout=60)
+            done = subprocess.run([sys.executable, *bytecode, "-c", program], input=json.dumps(to_json(list(args))),
+                                  env=env, cwd=home, capture_output=True, text=True, timeout=60)
         if done.returncode:
             raise RuntimeError(f"{module}.{function} failed in a fresh process:\n{done.stderr[-2000:]}")
-        return json.loads(done.stdout)
+        # The last line: what the student's code printed comes before it.
+        return from_json(json.loads(done.stdout.splitlines()[-1]))
 
 
 def missing_file_message(directory: Path, expected: str) -> str:

@@ -12,10 +12,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 TESTS = '''
+import numpy as np
 import pytest
 
 def problem_of(value):
@@ -97,3 +99,18 @@ def test_fresh_call_writes_bytecode_only_where_the_caller_does(tmp_path: Path, d
     written = sorted(p.name for p in tmp_path.rglob("*.pyc"))
     assert bool(written) != dont_write, (
         f"with sys.dont_write_bytecode={dont_write} the fresh process wrote {written or 'no bytecode'}")
+
+
+def test_fresh_call_carries_bytes_and_arrays(tmp_path: Path) -> None:
+    """Module 6 reads, here, a chunk that serialize_chunk wrote in a fresh process: bytes and arrays
+    must cross both ways exactly, past whatever the student's code prints."""
+    from kvlab.testing import Submission
+
+    (tmp_path / "echo.py").write_text(
+        "def both(data, array):\n    print('student output first')\n    return [data[::-1], array * 2]\n",
+        encoding="utf-8")
+    data, array = b"\x00\xffKVLC", np.arange(6, dtype=np.float32).reshape(2, 3)
+    got = Submission(tmp_path).fresh_call("echo", "both", data, array)
+    assert got[0] == data[::-1], f"bytes came back as {got[0]!r}; expected {data[::-1]!r}"
+    assert isinstance(got[1], np.ndarray) and got[1].dtype == np.float32 and np.array_equal(got[1], array * 2), (
+        f"the array came back as {got[1]!r}; expected float32 {array * 2!r}")

@@ -206,6 +206,21 @@ MUTANTS = [
         CONNECTOR_TASKS, "fingerprint",
     ),
     Mutant(
+        "chunk_kept_in_memory", CONNECTOR,
+        (("    return body + CHECKSUM.pack(zlib.crc32(body))\n",
+          "    ticket = b\"KVLT\" + hashlib.sha256(body).digest()\n"
+          "    globals().setdefault(\"KEPT\", {})[ticket, fingerprint] = np.array(kv, dtype=dtype)\n"
+          "    return ticket\n"),
+         ("    data = bytes(data)\n",
+          "    data = bytes(data)\n"
+          "    kept = globals().get(\"KEPT\", {}).get((data, fingerprint))\n"
+          "    if kept is not None:\n"
+          "        return kept.copy()\n")),
+        "serialize_chunk keeps the array in the process's memory and writes only a ticket naming it: "
+        "another engine reading the store finds nothing it can load",
+        CONNECTOR_TASKS, "another process",
+    ),
+    Mutant(
         "no_checksum_check", CONNECTOR, ((CHECK_CRC, ""),),
         "the checksum is written but never checked on read: a damaged payload comes back as wrong values",
         CONNECTOR_TASKS, "no checksum",

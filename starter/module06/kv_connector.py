@@ -67,7 +67,9 @@ def serialize_chunk(kv: np.ndarray, fingerprint: str) -> bytes:
     the shape, the fingerprint, and a checksum over all of it (so a flipped or missing byte anywhere
     is detected). The layout is yours; the reference writes, little-endian: b"KVLC", version 1, a dtype
     code, ndim, the fingerprint's length, the payload's length, the shape (ndim x uint64), the
-    fingerprint (UTF-8), the C-order payload, then the CRC-32 of everything before it.
+    fingerprint (UTF-8), the C-order payload, then the CRC-32 of everything before it. Another process
+    reads the bytes (another engine, through the store; the tests read chunks a fresh process wrote):
+    nothing kept in this process's memory may be needed to read them.
     ValueError for another dtype or a fingerprint that is not a non-empty str.
     """
     # YOUR CODE HERE

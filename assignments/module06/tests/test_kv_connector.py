@@ -133,7 +133,15 @@ def test_round_trip_and_misses(student: Any) -> None:
             f"a {dtype} chunk came back with other values (nan, -0.0 and inf included): a round trip must be exact, "
             "bit for bit. Likely cause: the payload is written in another element order than it is read"
         )
-    data = serialize(kv_array(4, np.float32, seed=4), FINGERPRINT)
+    # A chunk another process wrote (another engine, through the store): read here, exactly, and its
+    # damaged copies as misses, from what its bytes carry alone.
+    data = student.fresh_call("kv_connector", "serialize_chunk", kv_array(4, np.float32, seed=4), FINGERPRINT)
+    got = deserialize(data, FINGERPRINT)
+    assert isinstance(got, np.ndarray) and got.tobytes() == kv_array(4, np.float32, seed=4).tobytes(), (
+        f"deserialize_chunk of a chunk serialize_chunk wrote in another process returned {type(got).__name__}, not "
+        "that chunk. Likely cause: the bytes do not carry the chunk (its header and every payload byte): another "
+        "engine reads them through the store, so nothing kept in this process's memory may be needed to read them"
+    )
     damaged = {f"byte {i} changed": data[:i] + bytes([data[i] ^ 1]) + data[i + 1:] for i in range(len(data))}
     damaged.update({f"truncated to {n} bytes": data[:n] for n in range(0, len(data), 7)})
     damaged["with a byte appended"] = data + b"\x00"

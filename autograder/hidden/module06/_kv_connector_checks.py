@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 import struct
+import weakref
 import zlib
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -113,6 +114,40 @@ def serialized(student: Any, kv: np.ndarray, fingerprint: str = FINGERPRINT) -> 
     if not isinstance(data, bytes):
         pytest.fail(f"serialize_chunk returned {type(data).__name__}; expected bytes", pytrace=False)
     return data
+
+
+# The chunk another process writes: serialize_chunk(ELSEWHERE_KV, FINGERPRINT) in a fresh process, once
+# per grading. This process's serialize_chunk never wrote it, so reading it here (exactly, or as a miss
+# once damaged) takes what its bytes carry: a chunk kept in memory, the bytes only naming it, reads as
+# nothing here, as it would in another engine.
+ELSEWHERE_KV = kv_array(4, np.float32, seed=30)
+_ELSEWHERE: weakref.WeakKeyDictionary[Any, bytes] = weakref.WeakKeyDictionary()
+
+
+def written_elsewhere(student: Any) -> bytes:
+    """serialize_chunk(ELSEWHERE_KV, FINGERPRINT) as a fresh process wrote it; fail the test unless bytes."""
+    if student not in _ELSEWHERE:
+        data, error = outcome(lambda: student.fresh_call("kv_connector", "serialize_chunk", ELSEWHERE_KV, FINGERPRINT))
+        if error is not None:
+            pytest.fail(f"serialize_chunk(<float32 {ELSEWHERE_KV.shape}>, ...) in a fresh process raised "
+                        f"{describe_error(error)}", pytrace=False)
+        if not isinstance(data, bytes):
+            pytest.fail(f"serialize_chunk in a fresh process returned {type(data).__name__}; expected bytes", pytrace=False)
+        _ELSEWHERE[student] = data
+    return _ELSEWHERE[student]
+
+
+def elsewhere_problem(student: Any) -> str | None:
+    """None if deserialize_chunk reads back exactly the chunk another process wrote; else what it did."""
+    got, error = outcome(lambda: student.kv_connector.deserialize_chunk(written_elsewhere(student), FINGERPRINT))
+    what = "deserialize_chunk of a chunk serialize_chunk wrote in another process"
+    if error is not None:
+        return f"{what} raised {describe_error(error)}"
+    if got is None:
+        return (f"{what} returned None; expected the array. Likely cause: the bytes do not carry the chunk (its "
+                "header and every payload byte): another engine reads them through the store, so nothing kept in "
+                "this process's memory may be needed to read them")
+    return array_mismatch(what, got, ELSEWHERE_KV)
 
 
 def damaged_variants(data: bytes, positions: Sequence[int]) -> dict[str, bytes]:
