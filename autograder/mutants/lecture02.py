@@ -40,6 +40,20 @@ MUTANTS = [
         BOTH, "advance(n) must",
     ),
     Mutant(
+        "advance_refuses_zero", FILE,
+        (("self.length += n", 'if n < 1:\n            raise ValueError("advance needs n >= 1")\n        self.length += n'),),
+        "advance refuses n = 0, which forward never sends but the contract allows",
+        ("kv_cache",), "0 is allowed",
+    ),
+    Mutant(
+        "update_assumes_one_token_after_prefill", FILE,
+        (("self.k[layer, :, self.length:end] = k", "self.k[layer, :, self.length:end] = k[:, -1:] if self.length else k"),
+         ("self.v[layer, :, self.length:end] = v", "self.v[layer, :, self.length:end] = v[:, -1:] if self.length else v")),
+        "after the prefill, update keeps only the last of the T new tokens (broadcast over all T positions): "
+        "right for one-token decode steps only",
+        ("kv_cache",), "the T new tokens must be stored",
+    ),
+    Mutant(
         "limit_check_too_strict", FILE, ((LIMIT_CHECK, "if end >= self.max_seq:"),),
         "off by one: raises when the cache would be exactly full",
         ("kv_cache",), "may fill completely",

@@ -331,6 +331,16 @@ MUTANTS = [
     ),
     # hit_ratio
     Mutant(
+        "hit_ratio_ignores_capacity", PREFIX, (("cache = make_cache(capacity, policy)", "cache = make_cache(None, policy)"),),
+        "the replay's cache is unlimited whatever the capacity, so nothing is ever evicted",
+        ("hit_ratio",), "capacity never reached the cache",
+    ),
+    Mutant(
+        "hit_ratio_ignores_policy", PREFIX, (("cache = make_cache(capacity, policy)", 'cache = make_cache(capacity, "lru")'),),
+        "the replay always uses LRU, whatever the policy",
+        ("hit_ratio",), "the other policy ran",
+    ),
+    Mutant(
         "hit_ratio_counts_whole_blocks", PREFIX, ((HIT_LINE, "hit += n * block_size"),),
         "a fully matched request hits its whole last block, more tokens than it has",
         ("hit_ratio",), "not capped at its input length",

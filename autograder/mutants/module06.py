@@ -98,6 +98,14 @@ MUTANTS = [
         self._head.next_free_block = block"""),),
            "freed blocks go to the head, so the most recently freed is evicted first", ("free_queue", "prefix_hits", "eviction", "serving"),
            "append adds at the tail"),
+    Mutant("remove_scans_the_queue", MANAGER,
+           (("        if before is None or after is None:\n",
+             "        if before is None or after is None or block.block_id not in self.block_ids():\n"),),
+           "remove checks membership by scanning the queue: O(n) per remove", ("free_queue", "eviction"),
+           "remove is not O(1)",
+           # The guards' calls would each run to the 10 s limit: stopped at 1 s (the reference's take
+           # 0.25-0.5 s), in both modes.
+           call_timeout=1.0),
     Mutant("block_ids_tail_first", MANAGER, (("        return ids\n", "        return ids[::-1]\n"),),
            "block_ids lists the queue tail first", ("free_queue", "prefix_hits", "eviction"), "head first"),
     # block_hashes, allocate
@@ -177,6 +185,12 @@ MUTANTS = [
     Mutant("queue_starts_reversed", MANAGER,
            (("self.free_queue = FreeBlockQueue(self.blocks)", "self.free_queue = FreeBlockQueue(self.blocks[::-1])"),),
            "the free queue starts in reverse id order", ("prefix_hits", "eviction"), "free queue"),
+    Mutant(
+        "chain_carries_raw_digest", MANAGER, (("        previous = digest.encode()\n", "        previous = bytes.fromhex(digest)\n"),),
+        "the chain carries the previous digest as its 32 raw bytes, not its hex text: other digests than "
+        "lecture 7's from block 1 on",
+        ("prefix_hits", "eviction"), "digest 0's hex text",
+    ),
     # kv_connector.py
     Mutant(
         "keys_use_python_hash", CONNECTOR,

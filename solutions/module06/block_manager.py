@@ -125,8 +125,10 @@ def block_hashes(tokens: Any, block_size: int, parent: str | None = None) -> lis
     """Lecture 7's chained hashes: one lowercase hex SHA-256 digest (64 characters) per FULL block.
 
     Digest i covers `parent` and every token of blocks 0 .. i; a trailing partial block gets none.
-    The digests depend only on the integer values (list, tuple or ndarray of any integer dtype) and
-    are the same in every process. Continuing a chain:
+    Exactly (the grader compares digests): digest i = sha256(prev + block i's tokens as little-endian
+    int64 bytes).hexdigest(), where prev is, for block 0, `parent` encoded as ASCII (b"" for None)
+    and then digest i-1's hex text encoded as ASCII. The digests depend only on the integer values
+    (list, tuple or ndarray of any integer dtype) and are the same in every process. Continuing a chain:
     block_hashes(a + b, n) == block_hashes(a, n) + block_hashes(b, n, parent=block_hashes(a, n)[-1])
     when len(a) is a non-zero multiple of n. ValueError for tokens that are not a 1-D sequence of
     integers (floats, or a 2-D array, even of integers); an empty sequence gives [].

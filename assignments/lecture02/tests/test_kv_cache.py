@@ -36,10 +36,11 @@ def test_new_cache_is_empty(student: Any) -> None:
 @pytest.mark.task("kv_cache", points=1)
 def test_update_returns_every_stored_position(student: Any) -> None:
     cfg = CONFIGS["MQA"]
-    keys, values = kv_chunk(cfg, BATCH, 4, seed=20), kv_chunk(cfg, BATCH, 4, seed=21)
+    keys, values = kv_chunk(cfg, BATCH, 5, seed=20), kv_chunk(cfg, BATCH, 5, seed=21)
     cache = student.kv_decode.KVCache(cfg, BATCH)
-    # A 3-token prompt, then one decode token: the second update must return all 4 positions.
-    for start, end in ((0, 3), (3, 4)):
+    # A 2-token prompt, two more tokens at once (T > 1 at length > 0, as a chunked prefill sends them),
+    # then one decode token: every update must return all the positions stored so far.
+    for start, end in ((0, 2), (2, 4), (4, 5)):
         for layer in range(cfg.n_layers):
             returned = cache.update(layer, keys[layer, :, start:end], values[layer, :, start:end])
             assert isinstance(returned, (tuple, list)) and len(returned) == 2, (
@@ -64,6 +65,11 @@ def test_only_advance_changes_length(student: Any) -> None:
     )
     cache.advance(3)
     assert cache.length == 3, f"after advance(3) on a new cache, length is {cache.length}; advance(n) must do length += n"
+    error = exception_from(cache.advance, 0)
+    assert error is None and cache.length == 3, (
+        f"advance(0) on a cache of length 3 {f'raised {type(error).__name__}: {error}' if error else f'left length {cache.length}'}; "
+        "advance(n) must do length += n for any n >= 0 (0 is allowed: nothing new was stored)"
+    )
 
 
 @pytest.mark.task("kv_cache", points=1)

@@ -90,6 +90,8 @@ def test_make_cache_and_bad_arguments(student: Any) -> None:
         "make_cache(2, 'random')": functools.partial(module.make_cache, 2, "random"),
         "LFUCache(-1)": functools.partial(module.LFUCache, -1),
         "LRUCache(-1)": functools.partial(module.LRUCache, -1),
+        "LRUCache(0)": functools.partial(module.LRUCache, 0),
+        "make_cache(0, 'lfu')": functools.partial(module.make_cache, 0, "lfu"),
     }
     for call, run in cases.items():
         problem = raise_problem(call, run, ValueError,

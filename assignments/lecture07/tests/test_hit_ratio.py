@@ -3,7 +3,7 @@
 Block size 4. Request 1 repeats request 0: all 3 blocks match, but it has only 10 tokens, so 10
 hit. Request 2 shares its first block: 4 tokens. Request 3 shares two blocks: 8. 22 of 35 tokens.
 The expected values here come from `eviction_checks.unlimited_hits` (capacity None: nothing is
-evicted); the grader replays other traces and capacities through its own LRU and LFU, with the
+evicted) and, for one trace at capacity 2 (BOUNDED_TRACE), from a count by hand; the grader replays other traces and capacities through its own LRU and LFU, with the
 same diagnoses, and holds each call to the time limit the last test here checks.
 """
 from __future__ import annotations
@@ -25,6 +25,20 @@ TRACE = [
     Request(3.0, 9, 1, (1, 2, 4)),
 ]
 
+# Capacity 2 blocks, one block per request: block 1 is used three times, then 2 and 3 arrive. At
+# request 4 LRU evicts 1 (used longest ago), LFU evicts 2 (used once). Unlimited, requests 1, 2, 5 and
+# 6 hit (16 of 28 tokens); LRU at capacity 2 only 1 and 2 (8: 1 is gone by request 5, and 2 by request
+# 6, evicted when 1 came back); LFU 1, 2 and 5 (12).
+BOUNDED_TRACE = [Request(float(i), 4, 1, (block,)) for i, block in enumerate((1, 1, 1, 2, 3, 1, 2))]
+BOUNDED_HITS = {(None, "lru"): 16, (2, "lru"): 8, (2, "lfu"): 12}
+
+
+def hand_replay(trace: Any, capacity: int | None, policy: str, block_size: int, **variant: bool) -> tuple[int, int]:
+    """BOUNDED_HITS as hit_ratio_problem's replay of BOUNDED_TRACE; 0 of 0 for the variants it has no count of."""
+    if variant or block_size != 4 or (capacity, policy) not in BOUNDED_HITS:
+        return 0, 0
+    return BOUNDED_HITS[capacity, policy], 28
+
 
 @pytest.mark.task("hit_ratio", points=1)
 def test_small_trace(student: Any) -> None:
@@ -33,6 +47,16 @@ def test_small_trace(student: Any) -> None:
         call = describe_call("the 4-request trace above", None, policy, 4)
         got, error = run_hit_ratio(student, TRACE, None, policy, 4)
         problem = hit_ratio_problem(call, got, error, TRACE, None, policy, 4)
+        assert problem is None, problem
+    unlimited = BOUNDED_HITS[None, "lru"] / 28
+    for (capacity, policy), hits in BOUNDED_HITS.items():
+        call = describe_call("the 7-request trace of one block each", capacity, policy, 4)
+        got, error = run_hit_ratio(student, BOUNDED_TRACE, capacity, policy, 4)
+        assert capacity is None or error is not None or got != unlimited, (
+            f"{call} returned {got!r}, the hit ratio with unlimited capacity: the capacity never reached the "
+            "cache. Likely cause: the cache must be make_cache(capacity, policy)"
+        )
+        problem = hit_ratio_problem(call, got, error, BOUNDED_TRACE, capacity, policy, 4, replay=hand_replay)
         assert problem is None, problem
     trace = small_trace(7)
     call = describe_call("make_trace(7, n_requests=1500, duration=300.0)", None, "lru")

@@ -27,6 +27,10 @@ def test_block_hashes_chain(student: Any) -> None:
     first = hashlib.sha256(np.asarray(A[:4], dtype="<i8").tobytes()).hexdigest()
     assert len(digests) == 2, f"10 tokens at block size 4 make 2 full blocks, so 2 digests; got {len(digests)}"
     assert digests[0] == first, "digest 0 is the SHA-256 of the first block's tokens as little-endian int64 (lecture 7)"
+    second = hashlib.sha256(first.encode("ascii") + np.asarray(A[4:8], dtype="<i8").tobytes()).hexdigest()
+    assert digests[1] == second, (
+        "digest 1 is not the SHA-256 of digest 0's hex text (ASCII) followed by block 1's tokens as little-endian "
+        "int64: the chain must carry the previous digest exactly so (the grader compares digests exactly)")
     assert list(student.block_manager.block_hashes(A[4:8], 4, parent=digests[0])) == digests[1:], (
         "block_hashes(b, n, parent=last digest of a) must continue a's chain")
 

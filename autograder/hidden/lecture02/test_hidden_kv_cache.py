@@ -76,7 +76,11 @@ def test_advance_adds_n(student: Any) -> None:
     cache = student.kv_decode.KVCache(CONFIGS["GQA"], 1)
     expected = 0
     for n in (5, 1, 0, 7):
-        cache.advance(n)
+        error = exception_from(cache.advance, n)
+        assert error is None, (
+            f"advance({n}) on a cache of length {expected} raised {type(error).__name__}: {error}; advance(n) must "
+            "do length += n for any n >= 0 (0 is allowed: nothing new was stored)"
+        )
         expected += n
         assert cache.length == expected, (
             f"after advance calls adding up to {expected}, length is {cache.length}; advance(n) must do "
