@@ -118,14 +118,14 @@ def test_nbytes_counts_stored_tokens(student: Any, config: str, batch: int, dtyp
     cfg = CONFIGS[config]
     itemsize = np.dtype(dtype).itemsize
     cache = student.kv_decode.KVCache(cfg, batch, dtype=dtype)
-    problem = nbytes_problem(cache.nbytes(), cfg, batch, 0, itemsize, cfg.max_seq)
+    problem = nbytes_problem(cache.nbytes(), cfg, batch, 0, itemsize, cfg.max_seq, reveal=False)
     assert problem is None, problem
     keys, values = kv_chunk(cfg, batch, 9, seed=7, dtype=dtype), kv_chunk(cfg, batch, 9, seed=8, dtype=dtype)
     start = 0
     for T in (5, 1, 3):
         store_chunks(cache, keys[:, :, start:start + T], values[:, :, start:start + T], (T,))
         start += T
-        problem = nbytes_problem(cache.nbytes(), cfg, batch, start, itemsize, cfg.max_seq)
+        problem = nbytes_problem(cache.nbytes(), cfg, batch, start, itemsize, cfg.max_seq, reveal=False)
         assert problem is None, problem
 
 
