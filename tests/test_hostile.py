@@ -800,6 +800,15 @@ def passed_tests(results: dict[str, Any]) -> set[str]:
     return {t["name"] for t in results["tests"] if t["status"] == "passed"}
 
 
+def distinct_outputs(results: dict[str, Any]) -> str:
+    """Each different test output (its start) with how many tests gave it, most frequent first."""
+    counts: dict[str, int] = {}
+    for test in results["tests"]:
+        start = test["output"][:160].replace("\n", " ") or "(passed, no output)"
+        counts[start] = counts.get(start, 0) + 1
+    return "\n".join(f"  {n} x {text}" for text, n in sorted(counts.items(), key=lambda item: -item[1]))
+
+
 def all_text(results: dict[str, Any]) -> str:
     """Every string in results.json (decoded, so an escaped quote is a quote)."""
     def strings(value: Any) -> list[str]:
@@ -875,7 +884,10 @@ def test_hostile_submission(campaign: Campaign, case: Case) -> None:
     # the student is told what happened (a grader fault has no per-test results to tell it in)
     outputs = "\n".join(t["output"] for t in results["tests"])
     for text in case.says if not tamper_detected else ():
-        assert text in outputs, f"no test output says {text!r}; outputs include:\n{outputs[:3000]}"
+        assert text in outputs, (
+            f"no test output says {text!r}; the grading took {hostile.seconds:.1f} s of its {case.budget:g} s budget "
+            f"({memory}); what the tests said, each distinct output once:\n{distinct_outputs(results)}\n"
+            f"run_autograder's log:\n{log}")
     assert len(json.dumps(results)) < 1_000_000, f"results.json is {len(json.dumps(results))} bytes"
 
     # (3) nothing hidden reaches the student or the log
