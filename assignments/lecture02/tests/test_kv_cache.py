@@ -66,9 +66,10 @@ def test_only_advance_changes_length(student: Any) -> None:
     cache.advance(3)
     assert cache.length == 3, f"after advance(3) on a new cache, length is {cache.length}; advance(n) must do length += n"
     error = exception_from(cache.advance, 0)
+    did = f"raised {type(error).__name__}: {error}" if error else f"left length {cache.length}"
     assert error is None and cache.length == 3, (
-        f"advance(0) on a cache of length 3 {f'raised {type(error).__name__}: {error}' if error else f'left length {cache.length}'}; "
-        "advance(n) must do length += n for any n >= 0 (0 is allowed: nothing new was stored)"
+        f"advance(0) on a cache of length 3 {did}; advance(n) must do length += n for any n >= 0 (0 is allowed: "
+        "nothing new was stored)"
     )
 
 

@@ -3,8 +3,9 @@
 Block size 4. Request 1 repeats request 0: all 3 blocks match, but it has only 10 tokens, so 10
 hit. Request 2 shares its first block: 4 tokens. Request 3 shares two blocks: 8. 22 of 35 tokens.
 The expected values here come from `eviction_checks.unlimited_hits` (capacity None: nothing is
-evicted) and, for one trace at capacity 2 (BOUNDED_TRACE), from a count by hand; the grader replays other traces and capacities through its own LRU and LFU, with the
-same diagnoses, and holds each call to the time limit the last test here checks.
+evicted) and, for one trace at capacity 2 (BOUNDED_TRACE), from a count by hand; the grader
+replays other traces and capacities through its own LRU and LFU, with the same diagnoses, and
+holds each call to the time limit the last test here checks.
 """
 from __future__ import annotations
 
@@ -49,7 +50,7 @@ def test_small_trace(student: Any) -> None:
         problem = hit_ratio_problem(call, got, error, TRACE, None, policy, 4)
         assert problem is None, problem
     unlimited = BOUNDED_HITS[None, "lru"] / 28
-    for (capacity, policy), hits in BOUNDED_HITS.items():
+    for capacity, policy in BOUNDED_HITS:
         call = describe_call("the 7-request trace of one block each", capacity, policy, 4)
         got, error = run_hit_ratio(student, BOUNDED_TRACE, capacity, policy, 4)
         assert capacity is None or error is not None or got != unlimited, (
