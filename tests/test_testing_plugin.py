@@ -17,7 +17,6 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 TESTS = '''
-import numpy as np
 import pytest
 
 def problem_of(value):
