@@ -26,7 +26,6 @@ import numpy as np
 import pytest
 
 from kvlab import freshwire
-from kvlab.freshwire import from_json, to_json
 
 # Float64 logits from a KV-cached decode and from the no-cache reference differ only by the order
 # of floating-point additions (the same dot products, blocked differently), about 1e-14 on the
@@ -159,12 +158,13 @@ class Submission:
             # -B where this process writes no bytecode (the in-process grader): the library's
             # folder must not change under a grading that fingerprints it.
             bytecode = ["-B"] if sys.dont_write_bytecode else []
-            done = subprocess.run([sys.executable, *bytecode, "-c", program], input=json.dumps(to_json(list(args))),
-                                  env=env, cwd=home, capture_output=True, text=True, timeout=60)
+            sent = json.dumps(freshwire.to_json(list(args)))
+            done = subprocess.run([sys.executable, *bytecode, "-c", program], input=sent, env=env, cwd=home,
+                                  capture_output=True, text=True, timeout=60)
         if done.returncode:
             raise RuntimeError(f"{module}.{function} failed in a fresh process:\n{done.stderr[-2000:]}")
         # The last line: what the student's code printed comes before it.
-        return from_json(json.loads(done.stdout.splitlines()[-1]))
+        return freshwire.from_json(json.loads(done.stdout.splitlines()[-1]))
 
 
 def missing_file_message(directory: Path, expected: str) -> str:

@@ -32,13 +32,14 @@ TRACE = [
 # 6, evicted when 1 came back); LFU 1, 2 and 5 (12).
 BOUNDED_TRACE = [Request(float(i), 4, 1, (block,)) for i, block in enumerate((1, 1, 1, 2, 3, 1, 2))]
 BOUNDED_HITS = {(None, "lru"): 16, (2, "lru"): 8, (2, "lfu"): 12}
+BOUNDED_TOKENS = sum(request.input_len for request in BOUNDED_TRACE)
 
 
 def hand_replay(trace: Any, capacity: int | None, policy: str, block_size: int, **variant: bool) -> tuple[int, int]:
     """BOUNDED_HITS as hit_ratio_problem's replay of BOUNDED_TRACE; 0 of 0 for the variants it has no count of."""
     if variant or block_size != 4 or (capacity, policy) not in BOUNDED_HITS:
         return 0, 0
-    return BOUNDED_HITS[capacity, policy], 28
+    return BOUNDED_HITS[capacity, policy], BOUNDED_TOKENS
 
 
 @pytest.mark.task("hit_ratio", points=1)
@@ -49,7 +50,7 @@ def test_small_trace(student: Any) -> None:
         got, error = run_hit_ratio(student, TRACE, None, policy, 4)
         problem = hit_ratio_problem(call, got, error, TRACE, None, policy, 4)
         assert problem is None, problem
-    unlimited = BOUNDED_HITS[None, "lru"] / 28
+    unlimited = BOUNDED_HITS[None, "lru"] / BOUNDED_TOKENS
     for capacity, policy in BOUNDED_HITS:
         call = describe_call("the 7-request trace of one block each", capacity, policy, 4)
         got, error = run_hit_ratio(student, BOUNDED_TRACE, capacity, policy, 4)

@@ -135,9 +135,10 @@ def test_round_trip_and_misses(student: Any) -> None:
         )
     # A chunk another process wrote (another engine, through the store): read here, exactly, and its
     # damaged copies as misses, from what its bytes carry alone.
-    data = student.fresh_call("kv_connector", "serialize_chunk", kv_array(4, np.float32, seed=4), FINGERPRINT)
+    elsewhere = kv_array(4, np.float32, seed=4)
+    data = student.fresh_call("kv_connector", "serialize_chunk", elsewhere, FINGERPRINT)
     got = deserialize(data, FINGERPRINT)
-    assert isinstance(got, np.ndarray) and got.tobytes() == kv_array(4, np.float32, seed=4).tobytes(), (
+    assert isinstance(got, np.ndarray) and got.tobytes() == elsewhere.tobytes(), (
         f"deserialize_chunk of a chunk serialize_chunk wrote in another process returned {type(got).__name__}, not "
         "that chunk. Likely cause: the bytes do not carry the chunk (its header and every payload byte): another "
         "engine reads them through the store, so nothing kept in this process's memory may be needed to read them"
