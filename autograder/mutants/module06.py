@@ -235,6 +235,19 @@ MUTANTS = [
         CONNECTOR_TASKS, "another process",
     ),
     Mutant(
+        "connector_sends_tickets", CONNECTOR,
+        (("            self.backend.set(key, data)\n",
+          "            data = b\"KVLT\" + hashlib.sha256(data).digest()\n"
+          "            KVConnector.kept = {**getattr(KVConnector, \"kept\", {}), data: kv[:, :, i * self.chunk_size:(i + 1) * self.chunk_size].copy()}\n"
+          "            self.backend.set(key, data)\n"),
+         ("            chunk = None if value is None else deserialize_chunk(value, self.fingerprint)\n",
+          "            kept = getattr(KVConnector, \"kept\", {}).get(value)\n"
+          "            chunk = None if value is None else kept.copy() if kept is not None else deserialize_chunk(value, self.fingerprint)\n")),
+        "the connector keeps each chunk in the process's memory and sends the store only a ticket naming it (the "
+        "serializer is right): another engine, in another process, finds nothing it can load",
+        CONNECTOR_TASKS, "another engine, in another process",
+    ),
+    Mutant(
         "no_checksum_check", CONNECTOR, ((CHECK_CRC, ""),),
         "the checksum is written but never checked on read: a damaged payload comes back as wrong values",
         CONNECTOR_TASKS, "no checksum",

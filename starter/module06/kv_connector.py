@@ -147,8 +147,11 @@ class KVConnector:
         kv: an ndarray [L, 2, T, Hkv, d] (any L >= 1) holding the KV of tokens 0 .. T-1,
         T >= len(tokens) // chunk_size * chunk_size (extra positions, e.g. a trailing partial chunk, are
         ignored); float16, float32 or float64. ValueError for another number of dimensions, an axis 1 other than 2, or a T too short.
-        Chunk i is kv[:, :, i*chunk_size:(i+1)*chunk_size], stored with `set` under its key. A chunk
-        already in the store (`exists`) is not sent again. Adds to `chunks_stored` and `bytes_stored`.
+        Chunk i is kv[:, :, i*chunk_size:(i+1)*chunk_size], stored with `set` under its key as
+        serialize_chunk's bytes: another engine, in another process, loads them through the store (the
+        tests read a stored value with deserialize_chunk in a fresh process), so nothing kept in this
+        process's memory may be needed to read them. A chunk already in the store (`exists`) is not
+        sent again. Adds to `chunks_stored` and `bytes_stored`.
         """
         # YOUR CODE HERE
         raise NotImplementedError("KVConnector.store (task kv_connector)")

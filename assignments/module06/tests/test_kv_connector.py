@@ -3,7 +3,8 @@
 Keys: one per full chunk, fingerprint + ":" + a chained SHA-256 digest, the same for any integer type and
 in every process. Chunks: exact round trips; damaged, truncated, foreign or pickled data reads as None.
 Connector: lookup = the longest run of stored chunks from the start, in tokens; load and store through
-a kvlab.kvstore.MemoryStore, with the counters hits, misses, bytes_loaded, bytes_stored, chunks_stored.
+a kvlab.kvstore.MemoryStore, with the counters hits, misses, bytes_loaded, bytes_stored, chunks_stored; what
+store sends is read back in a fresh process, as another engine would.
 The hidden tests check the same rules on other inputs.
 """
 from __future__ import annotations
@@ -219,6 +220,13 @@ def test_store_and_load_across_connectors(student: Any) -> None:
     keys = student.kv_connector.chunk_keys(tokens, 4, FINGERPRINT)
     sizes = [len(store.get(key)) for key in keys]
     check_counters("after storing 3 chunks", first, {"chunks_stored": 3, "bytes_stored": sum(sizes)})
+    there = student.fresh_call("kv_connector", "deserialize_chunk", store.get(keys[2]), FINGERPRINT)
+    assert isinstance(there, np.ndarray) and there.dtype == kv.dtype and np.array_equal(there, kv[:, :, 8:12]), (
+        f"deserialize_chunk in a fresh process (another engine) of chunk 2, as store sent it, returned "
+        f"{type(there).__name__}, not that chunk. Likely cause: store must send serialize_chunk's bytes: another "
+        "engine, in another process, loads them through the store, so nothing kept in this process's memory may be "
+        "needed to read them"
+    )
     second = student.kv_connector.KVConnector(store, FINGERPRINT, 4)
     n = second.lookup(tokens + [7])
     loaded = second.load(tokens, n)

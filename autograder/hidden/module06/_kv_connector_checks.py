@@ -150,6 +150,20 @@ def elsewhere_problem(student: Any) -> str | None:
     return array_mismatch(what, got, ELSEWHERE_KV)
 
 
+def stored_elsewhere_problem(student: Any, what: str, data: Any, expected: np.ndarray) -> str | None:
+    """None if deserialize_chunk, in a fresh process, reads `data` (a value a connector's store sent) back
+    as `expected` exactly; else what it did. `what` names the value ("chunk 4 of the first prompt")."""
+    call = f"deserialize_chunk in a fresh process (another engine) of {what}, as store sent it,"
+    got, error = outcome(lambda: student.fresh_call("kv_connector", "deserialize_chunk", data, FINGERPRINT))
+    if error is not None:
+        return f"{call} raised {describe_error(error)}"
+    if got is None:
+        return (f"{call} returned None; expected the chunk. Likely cause: store must send serialize_chunk's bytes: "
+                "another engine, in another process, loads them through the store, so nothing kept in this "
+                "process's memory may be needed to read them")
+    return array_mismatch(call, got, expected)
+
+
 def damaged_variants(data: bytes, positions: Sequence[int]) -> dict[str, bytes]:
     """Damaged copies of `data`: a byte flipped at each position, truncations, bytes appended."""
     variants = {f"byte {i} of {len(data)} changed": data[:i] + bytes([data[i] ^ 0x5A]) + data[i + 1:]

@@ -12,7 +12,7 @@ import pytest
 from _kv_connector_checks import (
     FINGERPRINT, HEAD_DIM, LAYERS, OTHER_FINGERPRINT, array_mismatch, called, checked_keys, checksummed_foreign_variants,
     counters, counters_problem, damaged_variants, describe_error, elsewhere_problem, first_difference, keys_problem,
-    kv_array, miss_problem, new_connector, outcome, serialized, tokens_of, written_elsewhere,
+    kv_array, miss_problem, new_connector, outcome, serialized, stored_elsewhere_problem, tokens_of, written_elsewhere,
 )
 
 
@@ -202,6 +202,9 @@ def test_a_second_engine_loads_what_the_first_stored(student: Any) -> None:
     )
     problem = counters_problem("after the first store", counters(first),
                                {"chunks_stored": 5, "bytes_stored": sum(sizes), "hits": 0, "bytes_loaded": 0})
+    assert problem is None, problem
+    problem = stored_elsewhere_problem(student, "chunk 4 of the first prompt",
+                                       called("store.get", lambda: store.get(keys[4])), kv[:, :, 4 * chunk:5 * chunk])
     assert problem is None, problem
     _, second = new_connector(student, chunk, store=store)
     n = called("lookup(second prompt)", lambda: second.lookup(second_prompt))
