@@ -5,6 +5,10 @@ free queue). A walk applies the same operations to both and, after every step, c
 operation returned, the free queue (order included), every block's ref_cnt and hash, and the
 counters; the first difference becomes a message naming the step, what differed, and the likely
 cause. The student's state is read in one round trip (`kvlab.probe:ask`).
+
+The walks are fixed scripts, so a message shows the student's value and how it is wrong (too high,
+another order, which blocks do not belong), never the reference's value: resubmitting cannot collect
+a table of expected answers to replay step by step.
 """
 from __future__ import annotations
 
@@ -210,29 +214,57 @@ def result_cause(op: Op, got: Any, want: Any, ref: RefManager, before: State) ->
     return "compare with the rule in the docstring of the method called"
 
 
+def compared(got: Any, want: Any) -> str:
+    """How an int differs from the expected one, without the expected value."""
+    return "too high" if got > want else "too low"
+
+
+def answer_difference(op: Op, got: Any, want: Any) -> str:
+    """How an operation's answer differs from the reference's, without the reference's."""
+    if want is None:
+        return "free returns None" if op[0] == "free" else "expected None: the call must fail"
+    if got is None:
+        return "expected a result: the call must succeed"
+    prefix = ""
+    if op[0] == "allocate" and isinstance(got, list) and len(got) == 2 and isinstance(got[0], int):
+        if got[0] != want[0]:
+            return f"num_computed {got[0]} is {compared(got[0], want[0])}"
+        got, want, prefix = got[1], want[1], "num_computed is right, but "
+    if not isinstance(got, list):
+        return prefix + "that is not a list of block ids"
+    if len(got) != len(want):
+        return prefix + f"it holds {'more' if len(got) > len(want) else 'fewer'} block ids than the rule gives"
+    first = next(i for i, (g, w) in enumerate(zip(got, want)) if g != w)
+    return prefix + f"the block ids are the right number and differ from position {first} on"
+
+
 def state_problem(step: str, got: State, want: State, before: State) -> str | None:
     """None when the states agree; else the first difference and its likely cause."""
     if got.free_queue != want.free_queue:
         g, w = got.free_queue, want.free_queue
         if sorted(g) == sorted(w):
+            first = next(i for i, (a, b) in enumerate(zip(g, w)) if a != b)
+            how = f"the right blocks in another order, from position {first} on"
             new = [b for b in w if b not in before.free_queue]
             cause = ("a finished request's blocks are freed in reverse order (last block first) and appended at the tail"
                      if new and [b for b in g if b in new] == new[::-1] else
                      "the free queue keeps eviction order: pop from the head, append freed blocks at the tail, "
                      "remove a touched block from wherever it is")
         elif len(g) > len(w):
-            extra = sorted(set(g) - set(w))
+            how, extra = "more blocks than the rule leaves there", sorted(set(g) - set(w))
             cause = (f"blocks {extra[:8]} are in use (ref_cnt > 0) but still in the free queue: a hit on a free cached "
                      "block must take it out of the free queue (touch)") if extra else "a block is in the free queue twice"
         else:
+            how = f"{'fewer' if len(g) < len(w) else 'other'} blocks than the rule leaves there"
             missing = sorted(set(w) - set(g))
             cause = (f"blocks {missing[:8]} reached ref_cnt 0 but are not in the free queue: every block with "
                      "ref_cnt 0 goes to the free queue's tail")
-        return (f"after {step} the free queue (head first) is {g[:24]}{' ...' if len(g) > 24 else ''}; expected "
-                f"{w[:24]}{' ...' if len(w) > 24 else ''}. Likely cause: {cause}")
+        return (f"after {step} the free queue (head first) is {g[:24]}{' ...' if len(g) > 24 else ''}: {how}. "
+                f"Likely cause: {cause}")
     for block, (g, w) in enumerate(zip(got.ref_cnts, want.ref_cnts)):
         if g != w:
-            return (f"after {step} block {block} has ref_cnt {g!r}; expected {w}. Likely cause: each running request "
+            how = compared(g, w) if isinstance(g, int) else "not an int"
+            return (f"after {step} block {block} has ref_cnt {g!r}, {how}. Likely cause: each running request "
                     "holding a block counts once (a hit adds 1, a new block starts at 1, free subtracts 1)")
     for block, (g, w) in enumerate(zip(got.hashes, want.hashes)):
         if g != w:
@@ -248,10 +280,13 @@ def state_problem(step: str, got: State, want: State, before: State) -> str | No
                          "every full block gets its chained hash (allocate, and append_tokens when a block fills)")
             else:
                 cause = "the hash must be lecture 7's chained SHA-256 over the request's tokens, block by block"
-            return f"after {step} block {block} has hash {g!r:.20}; expected {w!r:.20}. Likely cause: {cause}"
+            return f"after {step} block {block} has hash {g!r:.20}, not the rule's. Likely cause: {cause}"
     if (got.queries, got.hits) != (want.queries, want.hits):
-        return (f"after {step} prefix_cache_queries, prefix_cache_hits are {got.queries!r}, {got.hits!r}; expected "
-                f"{want.queries}, {want.hits}. Likely cause: each successful allocate with caching on adds len(tokens) "
+        how = ", ".join(f"{name} {compared(g, w) if isinstance(g, int) else 'not an int'}"
+                        for name, g, w in (("prefix_cache_queries", got.queries, want.queries),
+                                           ("prefix_cache_hits", got.hits, want.hits)) if g != w)
+        return (f"after {step} prefix_cache_queries, prefix_cache_hits are {got.queries!r}, {got.hits!r}: {how}. "
+                f"Likely cause: each successful allocate with caching on adds len(tokens) "
                 "queries and num_computed hits; a failed one (None), append_tokens and caching off add nothing")
     return None
 
@@ -269,7 +304,7 @@ def walk_problem(student: Any, manager: Any, ref: RefManager, ops: Sequence[Op],
                      "compare with the rule in the docstring of the method called")
             return f"{step} raised {type(error).__name__}: {error}. Likely cause: {cause}"
         if got != want:
-            return (f"{step} returned {got!r:.300}; expected {want!r:.300}. Likely cause: "
+            return (f"{step} returned {got!r:.300}: {answer_difference(op, got, want)}. Likely cause: "
                     f"{result_cause(op, got, want, ref, before)}")
         after = ref.state()
         problem = state_problem(step, student_state(student, manager, ref.num_blocks), after, before)

@@ -111,8 +111,10 @@ def test_exact_prefill_positions(student: Any, caching: bool) -> None:
     counters = (manager.prefix_cache_queries, manager.prefix_cache_hits)
     expected = (sum(len(r["prompt"]) for r in WORKLOAD), sum(want["num_cached"])) if caching else (0, 0)
     assert counters == expected, (
-        f"after the workload prefix_cache_queries, prefix_cache_hits are {counters}; expected {expected}: every "
-        "admission with caching on adds its prompt's tokens and its cached tokens; caching off counts nothing")
+        f"after the workload prefix_cache_queries, prefix_cache_hits are {counters}: "
+        + ", ".join(f"{name} too {'high' if g > w else 'low'}" for name, g, w in
+                    zip(("prefix_cache_queries", "prefix_cache_hits"), counters, expected) if g != w)
+        + ". Every admission with caching on adds its prompt's tokens and its cached tokens; caching off counts nothing")
 
 
 @pytest.mark.task("serving", points=2)
@@ -149,7 +151,10 @@ def test_memory_pressure_preempts_but_changes_no_token(student: Any) -> None:
             "a block reused while a running request still holds it (evict only blocks from the free queue, whose "
             "ref_cnt is 0), or a cached block whose KV was overwritten")
     assert got["preemptions"] == want["preemptions"], (
-        f"five requests on a 10-block pool were preempted {got['preemptions']} times; expected {want['preemptions']}. "
+        f"five requests on a 10-block pool were preempted {got['preemptions']} times: "
+        + ", ".join(f"request {i} {'more' if g > w else 'fewer'} times than the rule gives"
+                    for i, (g, w) in enumerate(zip(got["preemptions"], want["preemptions"])) if g != w)
+        + ". "
         "Likely cause: append_tokens returned None although a block was free (cached blocks with ref_cnt 0 can be "
         "evicted), or allocated without checking the free blocks")
     assert manager.num_free_blocks == 10, f"at the end num_free_blocks is {manager.num_free_blocks}; expected 10"
