@@ -87,6 +87,17 @@ def is_block_id(value: Any, n_blocks: int) -> bool:
     return isinstance(value, (int, np.integer)) and not isinstance(value, bool) and 0 <= value < n_blocks
 
 
+def differs(got: Any, want: Any, reveal: bool) -> str:
+    """"expected <want>" in a public walk; in a hidden one (reveal=False) only how `got` is off. Hidden
+    walks are fixed scripts: a message that printed the expected value at each step would hand out a
+    table to replay."""
+    if reveal:
+        return f"expected {want}"
+    if isinstance(got, (int, np.integer)) and not isinstance(got, bool):
+        return "too high" if got > want else "too low"
+    return "not what the rule gives"
+
+
 def num_free_cause(got: int, expected_refs: dict[int, int], n_blocks: int, action: str, raised: bool) -> str:
     """Why num_free is `got` when the refcounts are right (they are checked first)."""
     free = n_blocks - sum(1 for r in expected_refs.values() if r)
@@ -124,9 +135,9 @@ REFCOUNT_CAUSES = {
 
 def pool_state_problem(
     pool: Any, where: str, action: str, raised: bool, expected_refs: dict[int, int], num_free: int,
-    n_blocks: int, labels: dict[int, str],
+    n_blocks: int, labels: dict[int, str], reveal: bool = True,
 ) -> str | None:
-    """Every block's refcount (expected_refs, 0 when absent), then num_free, against the pool."""
+    """Every block's refcount (expected_refs, 0 when absent), then num_free, against the pool (`reveal`: see differs)."""
     for block in range(n_blocks):
         want, got = expected_refs.get(block, 0), pool.refcount(block)
         if got != want:
@@ -140,18 +151,20 @@ def pool_state_problem(
                 cause = f"block {block} should be free: {REFCOUNT_CAUSES[action]}"
             else:
                 cause = REFCOUNT_CAUSES[action]
-            return f"{where}: refcount({block}){label} is {got!r}; expected {want}. Likely cause: {cause}"
+            return f"{where}: refcount({block}){label} is {got!r}; {differs(got, want, reveal)}. Likely cause: {cause}"
     got_free = pool.num_free
     if got_free != num_free:
         cause = num_free_cause(got_free, expected_refs, n_blocks, action, raised)
-        return f"{where}: num_free is {got_free!r}; expected {num_free}. Likely cause: {cause}"
+        return f"{where}: num_free is {got_free!r}; {differs(got_free, num_free, reveal)}. Likely cause: {cause}"
     return None
 
 
 def pool_walk_problem(
-    student: Any, steps: Sequence[tuple[str, dict[str, int], int]], n_blocks: int, block_size: int
+    student: Any, steps: Sequence[tuple[str, dict[str, int], int]], n_blocks: int, block_size: int,
+    reveal: bool = True,
 ) -> str | None:
     """Walk `steps` on a new BlockPool: rows (operation, refcount of every named block, num_free).
+    reveal=False (hidden walks): messages say how a value is off, not the expected value.
 
     Operations: "allocate a" (binds the name a to the block returned), "incref a", "decref a", and
     any of them followed by " -> OutOfBlocks" or " -> ValueError" when the call must raise. A block
@@ -198,7 +211,7 @@ def pool_walk_problem(
             done.append(head + (" (raised)" if raises else ""))
         in_use = {ids[n]: rc for n, rc in refs.items() if rc}
         labels = {ids[n]: n for n in refs}
-        problem = pool_state_problem(pool, where, action, bool(raises), in_use, num_free, n_blocks, labels)
+        problem = pool_state_problem(pool, where, action, bool(raises), in_use, num_free, n_blocks, labels, reveal)
         if problem:
             return problem
     return None
@@ -207,7 +220,7 @@ def pool_walk_problem(
 def sequence_walk_problem(
     student: Any,
     steps: Sequence[tuple[str, dict[str, tuple[int, list[int]]], dict[str, int], int]],
-    n_blocks: int, block_size: int,
+    n_blocks: int, block_size: int, reveal: bool = True,
 ) -> str | None:
     """Walk `steps` on PagedSequences of a new BlockPool.
 
@@ -215,7 +228,8 @@ def sequence_walk_problem(
     num_free). Operations: "seq s" (a new PagedSequence named s), "reserve s 5", "step s 3"
     (kvlab.paged.paged_step with 3 new tokens), "free s", "hold s 1 as h" (pool.incref(s.blocks[1]),
     naming that block h), "drop h" (pool.decref of it); " -> OutOfBlocks" when the call must raise,
-    changing nothing. A block in no sequence and not held must be free.
+    changing nothing. A block in no sequence and not held must be free. reveal=False (hidden walks):
+    messages say how a value is off, not the expected value.
     """
     pool = student.paged_kv.BlockPool(CFG, n_blocks, block_size)
     weights = params()
@@ -265,7 +279,7 @@ def sequence_walk_problem(
         labels: dict[int, str] = {}
         for name, (length, refcounts) in want_seqs.items():
             problem = sequence_problem(seqs[name], name, where, action, bool(raises) and name == words[1],
-                                       seen[name], length, len(refcounts), block_size)
+                                       seen[name], length, len(refcounts), block_size, reveal)
             if problem:
                 return problem
             seen[name] = list(seqs[name].blocks)
@@ -278,7 +292,8 @@ def sequence_walk_problem(
             expected_refs[held[name]] = refcount
             labels.setdefault(held[name], f"held block {name}")
         expected_refs = {block: rc for block, rc in expected_refs.items() if rc}
-        problem = pool_state_problem(pool, where, action, bool(raises), expected_refs, num_free, n_blocks, labels)
+        problem = pool_state_problem(pool, where, action, bool(raises), expected_refs, num_free, n_blocks, labels,
+                                     reveal)
         if problem:
             return problem
     return None
@@ -286,9 +301,9 @@ def sequence_walk_problem(
 
 def sequence_problem(
     seq: Any, name: str, where: str, action: str, raised: bool, before: list[int], length: int,
-    n_blocks: int, block_size: int,
+    n_blocks: int, block_size: int, reveal: bool = True,
 ) -> str | None:
-    """One sequence's `blocks` and `length` against the walk's expectations."""
+    """One sequence's `blocks` and `length` against the walk's expectations (`reveal`: see differs)."""
     blocks, got_length = list(seq.blocks), seq.length
     if raised and blocks != before:
         return (f"{where}: {name}.blocks is {blocks}; expected it unchanged, {before}. reserve is all or "
@@ -298,18 +313,19 @@ def sequence_problem(
         if action == "free":
             cause = "free must decref every block and set blocks = []"
         elif len(blocks) == n_blocks + 1:
-            cause = (f"one block too many: reserve allocates until len(blocks) * block_size >= length + n, so "
-                     f"{n_blocks * block_size} slots in {n_blocks} blocks of {block_size} are enough (>=, not >)")
+            enough = f", so {n_blocks * block_size} slots in {n_blocks} blocks of {block_size} are enough" if reveal else ""
+            cause = f"one block too many: reserve allocates until len(blocks) * block_size >= length + n{enough} (>=, not >)"
         else:
             cause = (f"reserve must allocate until len(blocks) * block_size >= length + n, counting the tokens "
                      f"already stored (length) and the blocks already held; block_size is {block_size}")
-        return f"{where}: {name} holds {len(blocks)} blocks {blocks}; expected {n_blocks}. Likely cause: {cause}"
+        return (f"{where}: {name} holds {len(blocks)} blocks {blocks}; {differs(len(blocks), n_blocks, reveal)}. "
+                f"Likely cause: {cause}")
     if got_length != length:
         cause = {
             "free": "free must set length = 0, so the sequence can be reused from position 0",
             "reserve": "reserve only makes room: it must not change length (paged_step sets it)",
         }.get(action, "paged_step sets seq.length += T; nothing else may change length")
-        return f"{where}: {name}.length is {got_length!r}; expected {length}. Likely cause: {cause}"
+        return f"{where}: {name}.length is {got_length!r}; {differs(got_length, length, reveal)}. Likely cause: {cause}"
     return None
 
 

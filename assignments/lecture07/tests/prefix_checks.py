@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from paged_checks import CFG, describe_error, outcome, params, pool_state_problem
+from paged_checks import CFG, describe_error, differs, outcome, params, pool_state_problem
 from kvlab.model import forward
 from kvlab.testing import array_difference
 
@@ -101,14 +101,16 @@ def fake_digest(name: str) -> str:
 
 
 def prefix_walk_problem(
-    student: Any, steps: Sequence[tuple[str, list[str] | None, dict[str, int], int]], n_blocks: int
+    student: Any, steps: Sequence[tuple[str, list[str] | None, dict[str, int], int]], n_blocks: int,
+    reveal: bool = True,
 ) -> str | None:
     """Walk `steps` on a PrefixCache over a new BlockPool(n_blocks, block_size=2).
 
     Rows: (operation, the blocks a lookup must return (names) or None, refcount of every named block,
     len(cache)). Operations: "allocate a b" (the test takes blocks a and b), "register h0 h1 : a b",
     "lookup h0 h1", "release a b" (the test's decref of its own references), "clear". A block not
-    named in a row must be free; num_free must be n_blocks minus the named blocks in use.
+    named in a row must be free; num_free must be n_blocks minus the named blocks in use. reveal=False
+    (hidden walks): messages say how a value is off, not the expected value (paged_checks.differs).
     """
     pool = student.paged_kv.BlockPool(CFG, n_blocks, 2)
     cache = student.prefix_cache.PrefixCache(pool)
@@ -130,7 +132,7 @@ def prefix_walk_problem(
             got, error = outcome(functools.partial(cache.lookup, [fake_digest(h) for h in words]))
             if error is not None:
                 return f"{where}: lookup raised {describe_error(error)}"
-            problem = lookup_problem(where, got, [ids[name] for name in want_lookup or []], words, ids)
+            problem = lookup_problem(where, got, [ids[name] for name in want_lookup or []], words, ids, reveal)
             if problem:
                 return problem
         elif action == "release":
@@ -143,7 +145,8 @@ def prefix_walk_problem(
         done.append(op)
         in_use = {ids[name]: rc for name, rc in refs.items() if rc}
         labels = {ids[name]: name for name in refs}
-        problem = pool_state_problem(pool, where, action, False, in_use, n_blocks - len(in_use), n_blocks, labels)
+        problem = pool_state_problem(pool, where, action, False, in_use, n_blocks - len(in_use), n_blocks, labels,
+                                     reveal)
         if problem:
             return problem
         got_size = len(cache)
@@ -152,25 +155,29 @@ def prefix_walk_problem(
                 "clear": "clear must drop every entry",
                 "register": "register caches each hash that is not cached yet, one entry per hash",
             }.get(action, "only register adds entries and only clear removes them")
-            return f"{where}: len(cache) is {got_size!r}; expected {size}. Likely cause: {cause}"
+            return f"{where}: len(cache) is {got_size!r}; {differs(got_size, size, reveal)}. Likely cause: {cause}"
     return None
 
 
-def lookup_problem(where: str, got: Any, want: list[int], hashes: list[str], ids: dict[str, int]) -> str | None:
-    """A lookup's result against the blocks of the longest leading run of cached hashes."""
+def lookup_problem(where: str, got: Any, want: list[int], hashes: list[str], ids: dict[str, int],
+                   reveal: bool = True) -> str | None:
+    """A lookup's result against the blocks of the longest leading run of cached hashes (`reveal`:
+    paged_checks.differs)."""
     if not isinstance(got, (list, tuple)) or not all(isinstance(b, (int, np.integer)) for b in got):
-        return f"{where}: lookup returned {got!r}; expected a list of block ids {want}"
+        return f"{where}: lookup returned {got!r}; expected a list of block ids{f' {want}' if reveal else ''}"
     got = [int(b) for b in got]
     if got == want:
         return None
     if len(got) > len(want):
-        cause = (f"after the first hash that is not cached ({hashes[len(want)]}) nothing counts: lookup returns "
+        first_miss = f" ({hashes[len(want)]})" if reveal else ""
+        cause = (f"after the first hash that is not cached{first_miss} nothing counts: lookup returns "
                  "the longest leading run of cached hashes and stops at the first miss")
     else:
         cause = "every leading hash that is cached counts, in the order given, each giving the block registered for it"
     names = {block: name for name, block in ids.items()}
-    return (f"{where}: lookup returned blocks {got} {[names.get(b, '?') for b in got]}; expected {want} "
-            f"{[names[b] for b in want]}. Likely cause: {cause}")
+    expected = (f"expected {want} {[names[b] for b in want]}" if reveal else
+                f"{'more' if len(got) > len(want) else 'fewer' if len(got) < len(want) else 'other'} blocks than the rule gives")
+    return f"{where}: lookup returned blocks {got} {[names.get(b, '?') for b in got]}; {expected}. Likely cause: {cause}"
 
 
 PREFILL_BLOCK = 16

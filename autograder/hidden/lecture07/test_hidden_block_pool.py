@@ -50,7 +50,7 @@ ONE_BLOCK_WALK: tuple[tuple[str, dict[str, int], int], ...] = (
 
 @pytest.mark.task("block_pool", points=3)
 def test_pool_walk(student: Any) -> None:
-    problem = pool_walk_problem(student, POOL_WALK, WALK_BLOCKS, block_size=2)
+    problem = pool_walk_problem(student, POOL_WALK, WALK_BLOCKS, block_size=2, reveal=False)
     assert problem is None, problem
 
 
@@ -100,7 +100,7 @@ def test_one_block_pool(student: Any) -> None:
             f"block_size={pool.block_size!r}, num_free={pool.num_free!r}; expected 1, {block_size} and 1: a pool of "
             "one block is valid, and every block starts free"
         )
-        problem = pool_walk_problem(student, ONE_BLOCK_WALK, 1, block_size=block_size)
+        problem = pool_walk_problem(student, ONE_BLOCK_WALK, 1, block_size=block_size, reveal=False)
         assert problem is None, problem
 
 

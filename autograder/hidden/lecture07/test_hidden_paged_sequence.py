@@ -44,7 +44,7 @@ SEQUENCE_WALK: tuple[tuple[str, dict[str, tuple[int, list[int]]], dict[str, int]
 
 @pytest.mark.task("paged_sequence", points=3)
 def test_sequence_walk(student: Any) -> None:
-    problem = sequence_walk_problem(student, SEQUENCE_WALK, WALK_BLOCKS, WALK_BLOCK_SIZE)
+    problem = sequence_walk_problem(student, SEQUENCE_WALK, WALK_BLOCKS, WALK_BLOCK_SIZE, reveal=False)
     assert problem is None, problem
 
 

@@ -41,7 +41,7 @@ PREFIX_WALK: tuple[tuple[str, list[str] | None, dict[str, int], int], ...] = (
 
 @pytest.mark.task("prefix_cache", points=6)
 def test_prefix_cache_walk(student: Any) -> None:
-    problem = prefix_walk_problem(student, PREFIX_WALK, WALK_BLOCKS)
+    problem = prefix_walk_problem(student, PREFIX_WALK, WALK_BLOCKS, reveal=False)
     assert problem is None, problem
 
 
