@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from kvlab.trace import BLOCK, Request, make_trace
-from paged_checks import describe_error, outcome
+from paged_checks import describe_error, differs, outcome
 
 # On Gradescope every call into student code ends at the worker's wall timeout, assignment.json's
 # call_timeout_seconds = 10 s; the public timed tests hold a call to the same limit. The reference
@@ -40,13 +40,14 @@ Replay = Callable[..., tuple[float, int]]
 
 def script_problem(
     student: Any, policy: str, capacity: int | None,
-    steps: Sequence[tuple[str, list[int], int | None, set[int], str]],
+    steps: Sequence[tuple[str, list[int], int | None, set[int], str]], reveal: bool = True,
 ) -> str | None:
     """Run a scripted sequence on the student's LRUCache / LFUCache.
 
     Rows: (operation "match" or "insert", blocks, what match returns (None for insert), the cache's
     contents afterwards, why). After every row the return value, len(cache) and `b in cache` for
-    every block of the script are compared; `why` explains the row to the student.
+    every block of the script are compared; `why` explains the row to the student. reveal=False
+    (hidden scripts): messages say how a value is off, not the expected value (paged_checks.differs).
     """
     name = f"{CLASSES[policy]}(capacity={capacity})"
     cache = getattr(student.prefix_cache, CLASSES[policy])(capacity)
@@ -58,17 +59,18 @@ def script_problem(
         if error is not None:
             return f"{where} raised {describe_error(error)}"
         if op == "match" and got != want_n:
-            return f"{where} returned {got!r}; expected {want_n}: {why}"
+            return f"{where} returned {got!r}; {differs(got, want_n, reveal)}: {why}"
         held = [block for block in universe if block in cache]
         if held != sorted(contents):
             evicted = sorted(set(contents) - set(held))
             kept = sorted(set(held) - set(contents))
-            detail = (f" ({', '.join(map(str, kept))} should have been evicted, not {', '.join(map(str, evicted))})"
-                      if evicted and kept else "")
-            return f"{where}: the cache holds {held}; expected {sorted(contents)}{detail}: {why}"
+            instead = f", not {', '.join(map(str, evicted))}" if reveal else ""
+            detail = (f" ({', '.join(map(str, kept))} should have been evicted{instead})" if evicted and kept else "")
+            expected = f"expected {sorted(contents)}" if reveal else "not what the policy leaves there"
+            return f"{where}: the cache holds {held}; {expected}{detail}: {why}"
         size = len(cache)
         if size != len(contents):
-            return f"{where}: len(cache) is {size!r}; expected {len(contents)}, the number of blocks it holds"
+            return f"{where}: len(cache) is {size!r}; {differs(size, len(contents), reveal)}, the number of blocks it holds"
         done.append(f"{op}({blocks})" + (f" -> {got}" if op == "match" else ""))
     return None
 

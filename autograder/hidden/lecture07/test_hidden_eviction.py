@@ -26,14 +26,14 @@ GUARD_PROBES, GUARD_PROBE_BLOCKS, GUARD_ASKED = 40, 8, 200
 @pytest.mark.task("eviction", points=1)
 @pytest.mark.parametrize(("policy", "script"), [("lru", LRU_SCRIPT), ("lfu", LFU_SCRIPT)], ids=["lru", "lfu"])
 def test_scripted_eviction_order(student: Any, policy: str, script: Script) -> None:
-    problem = script_problem(student, policy, 3, script)
+    problem = script_problem(student, policy, 3, script, reveal=False)
     assert problem is None, problem
 
 
 @pytest.mark.task("eviction", points=1)
 @pytest.mark.parametrize("policy", ["lru", "lfu"])
 def test_capacity_one(student: Any, policy: str) -> None:
-    problem = script_problem(student, policy, 1, TINY_SCRIPT)
+    problem = script_problem(student, policy, 1, TINY_SCRIPT, reveal=False)
     assert problem is None, problem
 
 
