@@ -9,6 +9,7 @@ import pytest
 
 from _memory_checks import bytes_problem, describe, expected_bytes
 from kvlab.hf_configs import CONFIGS, LAB_BATCHES, LAB_SEQ_LENS
+from kvlab.testing import drawn
 
 
 def generated_configs(seed: int, n: int) -> list[dict[str, Any]]:
@@ -49,6 +50,20 @@ def test_generated_configs(student: Any) -> None:
         assert problem is None, problem
 
 
+def gib_cause(actual: float, expected: float) -> str:
+    """The factor a kv_cache_gib answer is likely off by, named (not its value)."""
+    named = {2.0: "twice the contract's: K and V counted twice?", 0.5: "half the contract's: the factor 2 for K and V?",
+             2**30 / 1e9: "GB (bytes / 10**9), not GiB (bytes / 2**30)"}
+    ratio = actual / expected
+    return next((f" ({name})" for factor, name in named.items() if abs(ratio - factor) <= 1e-6 * factor), "")
+
+
+def boundary_config() -> dict[str, Any]:
+    """A GQA config drawn anew in every grading run (kvlab.testing.drawn): at its boundaries max_batch's
+    arguments give a sequence's bytes away, so they must not be a published model's (a hidden answer)."""
+    return generated_configs(seed=drawn(0, 2**31), n=2)[1]
+
+
 @pytest.mark.task("kv_memory", points=1)
 def test_the_labs_table_in_gib(student: Any) -> None:
     for model, spec in CONFIGS.items():
@@ -57,16 +72,18 @@ def test_the_labs_table_in_gib(student: Any) -> None:
                 actual = student.kv_memory.kv_cache_gib(spec.as_dict(), seq_len, batch)
                 expected = expected_bytes(spec.config, 2) * seq_len * batch / 2**30
                 assert isinstance(actual, float), f"kv_cache_gib should return a float; got {type(actual).__name__}"
+                # More or less, and the likely factor, but not the factor itself: actual / factor would be a
+                # published model's byte count, a hidden answer.
                 assert abs(actual - expected) <= 1e-9 * expected, (
-                    f"kv_cache_gib({model}, seq_len={seq_len}, batch={batch}) returned {actual}, off by a factor "
-                    f"{actual / expected:.4g}. Likely cause: GiB is bytes / 2**30, unrounded, of "
-                    "kv_bytes_per_token * seq_len * batch")
+                    f"kv_cache_gib({model}, seq_len={seq_len}, batch={batch}) returned {actual}, "
+                    f"{'more' if actual > expected else 'less'} than the contract's GiB{gib_cause(actual, expected)}. "
+                    "Likely cause: GiB is bytes / 2**30, unrounded, of kv_bytes_per_token * seq_len * batch")
 
 
 @pytest.mark.task("kv_memory", points=1)
 @pytest.mark.parametrize("seq_len", [1000, 8192])
 def test_max_batch_at_its_boundaries(student: Any, seq_len: int) -> None:
-    config = CONFIGS["Qwen2.5-0.5B"].config
+    config = boundary_config()
     per_sequence = expected_bytes(config, 2) * seq_len
     weights = 987_654_321
     for batch in (0, 1, 7, 40):
@@ -75,9 +92,9 @@ def test_max_batch_at_its_boundaries(student: Any, seq_len: int) -> None:
             if gpu < 1 or want < 0:
                 continue
             actual = student.kv_memory.max_batch(dict(config), seq_len, gpu, weights)
-            # Not how many fit, nor a sequence's bytes: a published model's byte count is a hidden answer.
+            # Not how many fit, nor a sequence's bytes (the arguments give those away for this drawn config only).
             assert actual == want, (
-                f"max_batch(Qwen2.5-0.5B, seq_len={seq_len}) with {gpu - weights:,} bytes beside the weights returned "
+                f"max_batch({describe(config)}, seq_len={seq_len}) with {gpu - weights:,} bytes beside the weights returned "
                 f"{actual!r}: " + ("not an int" if type(actual) is not int else "more sequences than fit"
                                      if actual > want else "fewer sequences than fit")
                 + ". Likely cause: the answer is (gpu_bytes - weight_bytes) // (bytes per token * seq_len), rounded "
