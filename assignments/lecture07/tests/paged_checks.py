@@ -88,9 +88,9 @@ def is_block_id(value: Any, n_blocks: int) -> bool:
 
 
 def differs(got: Any, want: Any, reveal: bool) -> str:
-    """"expected <want>" in a public walk; in a hidden one (reveal=False) only how `got` is off. Hidden
-    walks are fixed scripts: a message that printed the expected value at each step would hand out a
-    table to replay."""
+    """What follows a walk's wrong value: "expected <want>" in a public walk; in a hidden one
+    (reveal=False) only how `got` is off. Hidden walks are fixed scripts: a message that printed the
+    expected value at each step would hand out a table to replay."""
     if reveal:
         return f"expected {want}"
     if isinstance(got, (int, np.integer)) and not isinstance(got, bool):
@@ -164,11 +164,11 @@ def pool_walk_problem(
     reveal: bool = True,
 ) -> str | None:
     """Walk `steps` on a new BlockPool: rows (operation, refcount of every named block, num_free).
-    reveal=False (hidden walks): messages say how a value is off, not the expected value.
 
     Operations: "allocate a" (binds the name a to the block returned), "incref a", "decref a", and
     any of them followed by " -> OutOfBlocks" or " -> ValueError" when the call must raise. A block
-    absent from a row's refcounts must be free (refcount 0).
+    absent from a row's refcounts must be free (refcount 0). reveal=False (hidden walks): messages
+    say how a value is off, not the expected value.
     """
     pool = student.paged_kv.BlockPool(CFG, n_blocks, block_size)
     errors = {"OutOfBlocks": student.paged_kv.OutOfBlocks, "ValueError": ValueError}

@@ -137,31 +137,34 @@ def written_elsewhere(student: Any) -> bytes:
     return _ELSEWHERE[student]
 
 
-def elsewhere_problem(student: Any) -> str | None:
-    """None if deserialize_chunk reads back exactly the chunk another process wrote; else what it did."""
-    got, error = outcome(lambda: student.kv_connector.deserialize_chunk(written_elsewhere(student), FINGERPRINT))
-    what = "deserialize_chunk of a chunk serialize_chunk wrote in another process"
+def read_problem(what: str, read: Callable[[], Any], expected: np.ndarray, cause: str) -> str | None:
+    """None if `read()` (a deserialize_chunk call named `what`) returns `expected` exactly; else what it
+    did, with `cause` when it returned None."""
+    got, error = outcome(read)
     if error is not None:
         return f"{what} raised {describe_error(error)}"
     if got is None:
-        return (f"{what} returned None; expected the array. Likely cause: the bytes do not carry the chunk (its "
-                "header and every payload byte): another engine reads them through the store, so nothing kept in "
-                "this process's memory may be needed to read them")
-    return array_mismatch(what, got, ELSEWHERE_KV)
+        return f"{what} returned None; expected the chunk. Likely cause: {cause}"
+    return array_mismatch(what, got, expected)
+
+
+def elsewhere_problem(student: Any) -> str | None:
+    """None if deserialize_chunk reads back exactly the chunk another process wrote; else what it did."""
+    return read_problem(
+        "deserialize_chunk of a chunk serialize_chunk wrote in another process",
+        lambda: student.kv_connector.deserialize_chunk(written_elsewhere(student), FINGERPRINT), ELSEWHERE_KV,
+        "the bytes do not carry the chunk (its header and every payload byte): another engine reads them through "
+        "the store, so nothing kept in this process's memory may be needed to read them")
 
 
 def stored_elsewhere_problem(student: Any, what: str, data: Any, expected: np.ndarray) -> str | None:
     """None if deserialize_chunk, in a fresh process, reads `data` (a value a connector's store sent) back
     as `expected` exactly; else what it did. `what` names the value ("chunk 4 of the first prompt")."""
-    call = f"deserialize_chunk in a fresh process (another engine) of {what}, as store sent it,"
-    got, error = outcome(lambda: student.fresh_call("kv_connector", "deserialize_chunk", data, FINGERPRINT))
-    if error is not None:
-        return f"{call} raised {describe_error(error)}"
-    if got is None:
-        return (f"{call} returned None; expected the chunk. Likely cause: store must send serialize_chunk's bytes: "
-                "another engine, in another process, loads them through the store, so nothing kept in this "
-                "process's memory may be needed to read them")
-    return array_mismatch(call, got, expected)
+    return read_problem(
+        f"deserialize_chunk in a fresh process (another engine) of {what}, as store sent it,",
+        lambda: student.fresh_call("kv_connector", "deserialize_chunk", data, FINGERPRINT), expected,
+        "store must send serialize_chunk's bytes: another engine, in another process, loads them through the "
+        "store, so nothing kept in this process's memory may be needed to read them")
 
 
 def damaged_variants(data: bytes, positions: Sequence[int]) -> dict[str, bytes]:

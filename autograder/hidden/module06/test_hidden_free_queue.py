@@ -36,10 +36,12 @@ def order_problem(step: str, queue: Any, expected: list[int]) -> str | None:
     ids, count = list(queue.block_ids()), queue.num_free_blocks
     if ids != expected:
         # The walks are fixed scripts: say where the order goes wrong, not what it should be.
-        how = (f"the right blocks, in another order from position "
-               f"{next(i for i, (a, b) in enumerate(zip(ids, expected)) if a != b)} on" if sorted(ids) == sorted(expected)
-               else f"{'more' if len(ids) > len(expected) else 'fewer' if len(ids) < len(expected) else 'other'} blocks "
-                    "than the operations so far leave in the queue")
+        if sorted(ids) == sorted(expected):
+            first = next(i for i, (a, b) in enumerate(zip(ids, expected)) if a != b)
+            how = f"the right blocks, in another order from position {first} on"
+        else:
+            more = "more" if len(ids) > len(expected) else "fewer" if len(ids) < len(expected) else "other"
+            how = f"{more} blocks than the operations so far leave in the queue"
         return (f"after {step} block_ids() (head first) is {ids}: {how}. Likely cause: popleft takes the "
                 "head, append adds at the tail, remove unlinks a block wherever it is, relinking its two neighbours")
     if count != len(expected):

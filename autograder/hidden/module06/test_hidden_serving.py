@@ -112,8 +112,8 @@ def test_exact_prefill_positions(student: Any, caching: bool) -> None:
     expected = (sum(len(r["prompt"]) for r in WORKLOAD), sum(want["num_cached"])) if caching else (0, 0)
     assert counters == expected, (
         f"after the workload prefix_cache_queries, prefix_cache_hits are {counters}: "
-        + ", ".join(f"{name} too {'high' if g > w else 'low'}" for name, g, w in
-                    zip(("prefix_cache_queries", "prefix_cache_hits"), counters, expected) if g != w)
+        + ", ".join(f"{name} {('too high' if g > w else 'too low') if isinstance(g, int) else 'not an int'}"
+                    for name, g, w in zip(("prefix_cache_queries", "prefix_cache_hits"), counters, expected) if g != w)
         + ". Every admission with caching on adds its prompt's tokens and its cached tokens; caching off counts nothing")
 
 
