@@ -1,5 +1,6 @@
 """Hidden tests of kv_memory.py (task kv_memory): the lab's four published models at every size of the
-lab's table, generated MHA/GQA/MQA/MLA configs, the largest batch at its exact boundaries, bad input."""
+lab's table, generated MHA/GQA/MQA/MLA configs, the largest batch at its exact boundaries (on a config
+drawn per grading run), bad input."""
 from __future__ import annotations
 
 from typing import Any
