@@ -312,6 +312,14 @@ def student(_submission: Submission) -> Submission:
 
 # Comparison helpers: each returns None when the values agree, else a message for the student.
 
+def how_off(got: Any, want: int) -> str | None:
+    """How an int `got` unequal to `want` is off ("too high" or "too low"); None if `got` is not an int.
+    Hidden checks on fixed scripts say this instead of the expected value, which would be a table to replay."""
+    if isinstance(got, (int, np.integer)) and not isinstance(got, bool):
+        return "too high" if got > want else "too low"
+    return None
+
+
 def shape_problem(name: str, actual: Any, expected_shape: Sequence[int]) -> str | None:
     """Whether `actual` is an ndarray of `expected_shape` (message otherwise)."""
     if not isinstance(actual, np.ndarray):

@@ -25,7 +25,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
 from kvlab.model import TINY, Config, init_params
-from kvlab.testing import array_difference
+from kvlab.testing import array_difference, how_off
 
 CFG: Config = TINY
 
@@ -91,11 +91,7 @@ def differs(got: Any, want: Any, reveal: bool) -> str:
     """What follows a walk's wrong value: "expected <want>" in a public walk; in a hidden one
     (reveal=False) only how `got` is off. Hidden walks are fixed scripts: a message that printed the
     expected value at each step would hand out a table to replay."""
-    if reveal:
-        return f"expected {want}"
-    if isinstance(got, (int, np.integer)) and not isinstance(got, bool):
-        return "too high" if got > want else "too low"
-    return "not what the rule gives"
+    return f"expected {want}" if reveal else how_off(got, want) or "not what the rule gives"
 
 
 def num_free_cause(got: int, expected_refs: dict[int, int], n_blocks: int, action: str, raised: bool) -> str:

@@ -20,6 +20,8 @@ from typing import Any
 
 import numpy as np
 
+from kvlab.testing import how_off
+
 Op = tuple  # ("allocate", request_id, tokens) | ("append", request_id, tokens) | ("free", request_id)
 
 
@@ -214,11 +216,6 @@ def result_cause(op: Op, got: Any, want: Any, ref: RefManager, before: State) ->
     return "compare with the rule in the docstring of the method called"
 
 
-def compared(got: Any, want: Any) -> str:
-    """How an int differs from the expected one, without the expected value."""
-    return "too high" if got > want else "too low"
-
-
 def answer_difference(op: Op, got: Any, want: Any) -> str:
     """How an operation's answer differs from the reference's, without the reference's."""
     if want is None:
@@ -228,7 +225,7 @@ def answer_difference(op: Op, got: Any, want: Any) -> str:
     prefix = ""
     if op[0] == "allocate" and isinstance(got, list) and len(got) == 2 and isinstance(got[0], int):
         if got[0] != want[0]:
-            return f"num_computed {got[0]} is {compared(got[0], want[0])}"
+            return f"num_computed {got[0]} is {how_off(got[0], want[0])}"
         got, want, prefix = got[1], want[1], "num_computed is right, but "
     if not isinstance(got, list):
         return prefix + "that is not a list of block ids"
@@ -263,8 +260,7 @@ def state_problem(step: str, got: State, want: State, before: State) -> str | No
                 f"Likely cause: {cause}")
     for block, (g, w) in enumerate(zip(got.ref_cnts, want.ref_cnts)):
         if g != w:
-            how = compared(g, w) if isinstance(g, int) else "not an int"
-            return (f"after {step} block {block} has ref_cnt {g!r}, {how}. Likely cause: each running request "
+            return (f"after {step} block {block} has ref_cnt {g!r}, {how_off(g, w) or 'not an int'}. Likely cause: each running request "
                     "holding a block counts once (a hit adds 1, a new block starts at 1, free subtracts 1)")
     for block, (g, w) in enumerate(zip(got.hashes, want.hashes)):
         if g != w:
@@ -282,7 +278,7 @@ def state_problem(step: str, got: State, want: State, before: State) -> str | No
                 cause = "the hash must be lecture 7's chained SHA-256 over the request's tokens, block by block"
             return f"after {step} block {block} has hash {g!r:.20}, not the rule's. Likely cause: {cause}"
     if (got.queries, got.hits) != (want.queries, want.hits):
-        how = ", ".join(f"{name} {compared(g, w) if isinstance(g, int) else 'not an int'}"
+        how = ", ".join(f"{name} {how_off(g, w) or 'not an int'}"
                         for name, g, w in (("prefix_cache_queries", got.queries, want.queries),
                                            ("prefix_cache_hits", got.hits, want.hits)) if g != w)
         return (f"after {step} prefix_cache_queries, prefix_cache_hits are {got.queries!r}, {got.hits!r}: {how}. "

@@ -21,7 +21,7 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, rule, run_stat
 from _manager_checks import RefManager
 from kvlab.model import TINY, generate, init_params
 from kvlab.serving.engine import run_requests
-from kvlab.testing import LOGIT_ATOL
+from kvlab.testing import LOGIT_ATOL, how_off
 
 BS = 4
 PARAMS = init_params(TINY, 0)
@@ -112,7 +112,7 @@ def test_exact_prefill_positions(student: Any, caching: bool) -> None:
     expected = (sum(len(r["prompt"]) for r in WORKLOAD), sum(want["num_cached"])) if caching else (0, 0)
     assert counters == expected, (
         f"after the workload prefix_cache_queries, prefix_cache_hits are {counters}: "
-        + ", ".join(f"{name} {('too high' if g > w else 'too low') if isinstance(g, int) else 'not an int'}"
+        + ", ".join(f"{name} {how_off(g, w) or 'not an int'}"
                     for name, g, w in zip(("prefix_cache_queries", "prefix_cache_hits"), counters, expected) if g != w)
         + ". Every admission with caching on adds its prompt's tokens and its cached tokens; caching off counts nothing")
 
