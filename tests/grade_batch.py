@@ -2,12 +2,13 @@
 
     PYTHONPATH=. python tests/grade_batch.py < JOBS
 
-Each line of stdin is one job, {"assignment", "submission", "tests_root", "out", "env"}: with the
+Each line of stdin is one job, {"assignment", "submission", "roots", "out", "env"}: with the
 job's environment variables set (`env`: the stand-in traces), the grader's own entry
 `autograder.harness.run.run` (what Gradescope's run_autograder calls) writes out/sandbox.json and
-out/inprocess.json, and what it printed (a grader fault's traceback among it) to out/sandbox.log
-and out/inprocess.log. When both are written, the job's `out` is written to stdout as one line,
-which is all this process ever prints there; stdin's end ends it.
+out/inprocess.json, each mode on its tests root (`roots`, by mode), and what it printed (a grader
+fault's traceback among it) to out/sandbox.log and out/inprocess.log. When both are written, the
+job's `out` is written to stdout as one line, which is all this process ever prints there; stdin's
+end ends it.
 
 The submissions share this process's start-up (numpy, pytest, the harness); each one's modules are
 unloaded after its in-process run, so the next submission imports its own files even where one
@@ -46,7 +47,7 @@ def grade(job: dict[str, Any]) -> None:
             with open(out / f"{mode}.log", "w", encoding="utf-8") as log, \
                     contextlib.redirect_stdout(log), contextlib.redirect_stderr(log):
                 run(job["assignment"], submission, out / f"{mode}.json", mode=mode,
-                    tests_root=Path(job["tests_root"]))
+                    tests_root=Path(job["roots"][mode]))
             unload(submission)
 
 

@@ -1,12 +1,15 @@
-"""suite_support.Graders, the grading pool of tests/test_suites.py: a job that overruns its time
-fails alone, with a message saying so, and the jobs after it are still graded."""
+"""suite_support's grading pool and mode check, of tests/test_suites.py: a job that overruns its time
+fails alone, with a message saying so, and the jobs after it are still graded; the two modes' grades
+must agree on every test both graded (the public tests only, where the in-process run graded only
+those)."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from suite_support import MODES, REPO, Graders, Job
+from suite_support import HIDDEN_MARK, MODES, REPO, Graded, Graders, Job, check_modes_agree
 
 
 def test_a_job_that_overruns_fails_alone(tmp_path: Path) -> None:
@@ -24,3 +27,32 @@ def test_a_job_that_overruns_fails_alone(tmp_path: Path) -> None:
                     f"{label} ({mode}): the starter should be graded, 0 points: {graded.results[mode]['output']}")
     finally:
         graders.stop()
+
+
+def results(*tests: tuple[str, str, str]) -> dict[str, Any]:
+    """A graded results.json holding `tests`, each (name, visibility, status)."""
+    return {"extra_data": {"status": "graded"},
+            "tests": [{"number": f"1.{i}", "name": name, "tags": ["kv_cache"], "max_score": 1.0, "status": status,
+                       "output": "", "visibility": visibility} for i, (name, visibility, status) in enumerate(tests, 1)]}
+
+
+PUBLIC_PASSES, HIDDEN_FAILS = ("test_a", "visible", "passed"), ("test_b", HIDDEN_MARK, "failed")
+
+
+@pytest.mark.parametrize(("public_only", "inprocess", "problem"), [
+    (False, results(PUBLIC_PASSES, HIDDEN_FAILS), None),
+    (True, results(PUBLIC_PASSES), None),
+    (False, results(PUBLIC_PASSES), "the modes graded different tests"),
+    (True, results(PUBLIC_PASSES, HIDDEN_FAILS), "the modes graded different tests"),
+    (True, results(("test_a", "visible", "failed")), "outcomes differ"),
+    (False, results(PUBLIC_PASSES, ("test_b", HIDDEN_MARK, "passed")), "outcomes differ"),
+], ids=["same-tests", "public-only", "hidden-missing", "hidden-unexpected", "public-differs", "hidden-differs"])
+def test_modes_agree_on_the_tests_both_graded(tmp_path: Path, public_only: bool, inprocess: dict[str, Any],
+                                              problem: str | None) -> None:
+    job = Job("lecture02", "bug", tmp_path, tmp_path, tmp_path, 1.0, {}, tmp_path if public_only else None)
+    graded = Graded(job, {"sandbox": results(PUBLIC_PASSES, HIDDEN_FAILS), "inprocess": inprocess})
+    if problem is None:
+        check_modes_agree(graded)
+    else:
+        with pytest.raises(AssertionError, match=problem):
+            check_modes_agree(graded)
