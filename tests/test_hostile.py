@@ -964,11 +964,11 @@ def test_suite_isolation_is_what_the_checks_assume(campaign: Campaign) -> None:
         assert "reduced" in isolation, f"a non-root grader must report reduced isolation:\n{isolation}"
 
 
-# ----- lecture 7: verdicts that depend only on the trusted side --------------------------------------
-# Each case is a catalog mutant of lecture 7 (the honest part: a real bug that loses points) with a
-# payload appended to the mutant's file that tries to win those points back through the worker:
-# the library function a test calls replaced there, state a "fresh" process inherits, work deferred
-# past a cost guard. Only the mutant's tasks are graded (sandboxed, through the grader's entry
+# ----- lectures 7 and module 6: verdicts that depend only on the trusted side ------------------------
+# Each case is a catalog mutant (the honest part: a real bug that loses points; lecture 7's unless it
+# says otherwise) with a payload appended to the mutant's file that tries to win those points back
+# through the worker: the library function a test calls replaced there, state a "fresh" process
+# inherits, work deferred past a cost guard or a cost guard's workload replaced. Only the mutant's tasks are graded (sandboxed, through the grader's entry
 # `autograder.harness.run.run`, in a subprocess, with the suite's 2 s per call), once with the
 # payload and once without; the attack must score at most the honest part, pass nothing the honest
 # part fails, say why, and show no hidden or solution text. The harvest cases are graded a second
@@ -1016,6 +1016,8 @@ TASK_CASES = [
              says=("did not finish within",)),
     TaskCase("eviction deferred to the next question past the guard", "lru_victim_by_scan",
              "guard_deferred_to_questions", says=("did not finish within",)),
+    TaskCase("free-queue churn replaced in the worker", "remove_scans_the_queue", "churn_replaced",
+             says=("remove is not O(1)",), assignment="module06"),
     # Expected values harvested from an earlier grading and answered from a table (issue 8, class 2).
     TaskCase("kv byte counts answered from harvested messages", "bytes_per_token_without_factor_2",
              "harvest_kv_bytes", says=("factor 2 (K and V are both stored) is missing",), assignment="lecture02",

@@ -109,10 +109,9 @@ COURSE = SandboxConfig(
     trusted_packages=("kvlab",),
     trusted_calls={"kvlab.model:forward": bounded_forward},
     # Made in the worker because the student's code holds them: module 6's MemoryStore (the
-    # connector writes into it) and its free-queue drill (200,000 blocks built beside the queue;
-    # one round trip each would dwarf what the guard times). See docs/design.md for what this leaves.
-    # kvlab.probe's `ask` too: one round trip for a state machine's whole state (why that is safe:
-    # its docstring).
-    worker_calls=frozenset({"kvlab.kvstore:MemoryStore", "kvlab.serving.drills:churn_free_queue",
-                            "kvlab.probe:ask"}),
+    # connector writes into it; see docs/design.md for what this leaves) and the blocks of its
+    # free-queue guards (200,000, one round trip each would dwarf what the guard times; why that is
+    # safe: block_list's docstring). kvlab.probe's `ask` too: one round trip for a state machine's
+    # whole state (why that is safe: its docstring).
+    worker_calls=frozenset({"kvlab.kvstore:MemoryStore", "kvlab.serving.drills:block_list", "kvlab.probe:ask"}),
 )

@@ -103,8 +103,8 @@ MUTANTS = [
              "        if before is None or after is None or block.block_id not in self.block_ids():\n"),),
            "remove checks membership by scanning the queue: O(n) per remove", ("free_queue", "eviction"),
            "remove is not O(1)",
-           # The guards' calls would each run to the 10 s limit: stopped at 1 s (the reference's take
-           # 0.25-0.5 s), in both modes.
+           # The pool guard's calls would each run to the 10 s limit: stopped at 1 s (the reference's
+           # take 0.25-0.5 s), in both modes. The free-queue guards stop soon after their own limits.
            call_timeout=1.0),
     Mutant("block_ids_tail_first", MANAGER, (("        return ids\n", "        return ids[::-1]\n"),),
            "block_ids lists the queue tail first", ("free_queue", "prefix_hits", "eviction"), "head first"),

@@ -1,8 +1,12 @@
-"""Workloads that run many calls of a block manager's parts in one step, for tests.
+"""A long free queue churned from the test's side, for the cost guards of module 6's free queue.
 
-The grader runs student code in another process where every call is a round trip; these helpers
-run a whole workload beside the student's objects in one call, so that a test can time it (from
-its own side) and see whether the cost grows with the number of blocks.
+Under the grader the student's code runs in another process, and what runs there is the student's
+to replace: a workload run there in one call could be swapped for one that skips the work. So
+only the blocks are made beside the student's code (`block_list`, one call instead of a round trip
+per block); `churn_problem` then calls the student's own `remove` and `append` one pair at a time from the
+test's side, times them with `student.cpu_seconds` (the CPU time of every process involved,
+measured by the grader) and reads `block_ids()` at the end, so that the order the pairs leave is
+checked too.
 """
 from __future__ import annotations
 
@@ -10,22 +14,68 @@ from typing import Any
 
 import numpy as np
 
+# Pairs timed per reading of the CPU clocks: a queue whose remove scans stops soon after its limit.
+CHUNK = 100
 
-def churn_free_queue(queue_class: Any, block_class: Any, n_blocks: int, n_ops: int, seed: int = 0) -> np.ndarray:
-    """Build `queue_class([block_class(i) for i in range(n_blocks)])`, then `n_ops` times remove a
-    block from a random position of the queue and append it again; return the final `block_ids()` as
-    an int64 array [n_blocks], or as the list it gave when its items are not integers. (An array
-    crosses the grader's pipe as its bytes; a list of 200,000 ints is text to encode and parse, inside
-    the time the test measures.)"""
-    blocks = [block_class(i) for i in range(n_blocks)]
-    queue = queue_class(blocks)
-    rng = np.random.default_rng(seed)
-    for index in rng.integers(0, n_blocks, size=n_ops):
-        block = blocks[int(index)]
+
+class BlockList(list):
+    """A list that stays in the process it was made in: the grader sends an exact list by value,
+    a subclass (like any object that is not plain data) by reference."""
+
+    def pick(self, indices: list[int]) -> list[Any]:
+        """[self[i] for i in indices]: the items a test needs, in one round trip."""
+        return [self[i] for i in indices]
+
+
+def block_list(block_class: Any, n_blocks: int) -> BlockList:
+    """[block_class(i) for i in range(n_blocks)], made beside the student's code (the grader lists it
+    among the sandbox's worker calls). A submission that replaced it there gains nothing: the
+    queue is built from it by the student's own constructor and its order checked afterwards."""
+    return BlockList(block_class(i) for i in range(n_blocks))
+
+
+def _pairs(queue: Any, blocks: list[Any]) -> None:
+    """remove, then append, each block in turn: what the cost guards time."""
+    for block in blocks:
         queue.remove(block)
         queue.append(block)
-    ids = list(queue.block_ids())
+
+
+def churn_problem(student: Any, n_blocks: int, n_ops: int, seed: int, limit: float, cause: str) -> str | None:
+    """Build `FreeBlockQueue` of `n_blocks` blocks (ids 0 .. n_blocks-1 in order), then `n_ops` times
+    remove a block from a random position and append it again, then read `block_ids()`: None when
+    the pairs and that read took at most `limit` CPU seconds and left each moved block at the tail;
+    else what went wrong, with `cause` (the likely cause of a slow queue) when it was too slow. A slow
+    queue is stopped soon after its limit."""
+    what = f"{n_ops:,} remove + append pairs on a queue of {n_blocks:,} blocks"
+    rng = np.random.default_rng(seed)
+    picks = [int(i) for i in rng.integers(0, n_blocks, size=n_ops)]
+    seconds = 0.0
     try:
-        return np.array(ids, dtype=np.int64)
-    except (TypeError, ValueError, OverflowError):
-        return ids  # not block ids: the test that asked says so
+        blocks = student.call("kvlab.serving.drills:block_list", student.block_manager.KVBlock, n_blocks)
+        queue = student.block_manager.FreeBlockQueue(blocks)
+        # One round trip for the blocks the pairs move, outside the timed work (fetching them is not the queue's).
+        moved = blocks.pick(picks)
+        for start in range(0, n_ops, CHUNK):
+            seconds += student.cpu_seconds(_pairs, queue, moved[start:start + CHUNK])[1]
+            if seconds > limit:
+                return (f"{what}: the first {start + CHUNK:,} took {seconds:.1f} s of CPU time, past the limit of "
+                        f"{limit:g} s for all of them. {cause}")
+        ids, spent = student.cpu_seconds(queue.block_ids)
+    except Exception as error:  # a student's exception, or the grader's per-call time limit
+        return f"{what} raised {type(error).__name__}: {error}"
+    if seconds + spent > limit:
+        return f"{what} and block_ids() took {seconds + spent:.1f} s of CPU time (limit {limit:g} s). {cause}"
+    order = dict.fromkeys(range(n_blocks))
+    for i in picks:
+        del order[i]
+        order[i] = None
+    expected = list(order)
+    if not isinstance(ids, list) or len(ids) != n_blocks:
+        return (f"after {what}, block_ids() returned {type(ids).__name__} of length "
+                f"{len(ids) if hasattr(ids, '__len__') else '?'}; expected a list of all {n_blocks:,} block ids")
+    if ids != expected:
+        first = next(i for i, (got, want) in enumerate(zip(ids, expected)) if got != want)
+        return (f"after {what}, block_ids() differs from the order the pairs leave from position {first:,} on "
+                "(remove unlinks a block from anywhere, append puts it at the tail, the rest keep their order)")
+    return None

@@ -8,8 +8,12 @@ from typing import Any
 import numpy as np
 import pytest
 
-# A list-based queue (remove scans) needs minutes for this churn; the reference about 1 s.
-GUARD_BLOCKS, GUARD_OPS, GUARD_SECONDS = 200_000, 3_000, 8.0
+from kvlab.serving.drills import churn_problem
+
+# Churned from the test's side (kvlab.serving.drills), a round trip per call under the grader: the
+# reference's pairs took 0.73-0.86 s of CPU time sandboxed (the round trips' cost on both sides
+# included), a list-based queue (remove scans) about 18 s; stopped soon after the limit.
+GUARD_BLOCKS, GUARD_OPS, GUARD_SECONDS = 200_000, 3_000, 4.0
 SLOW_CAUSE = ("Likely cause: remove is not O(1): a Python list's remove or index scans the queue; link the blocks "
               "to each other (prev_free_block / next_free_block) instead")
 
@@ -140,15 +144,6 @@ def test_errors(student: Any) -> None:
 
 @pytest.mark.task("free_queue", points=3)
 def test_cost_does_not_grow_with_the_queue(student: Any) -> None:
-    what = f"{GUARD_OPS:,} remove + append pairs on a queue of {GUARD_BLOCKS:,} blocks"
-    try:  # CPU time, the grader's measure: another job on the machine does not stretch it
-        ids, seconds = student.cpu_seconds(
-            student.call, "kvlab.serving.drills:churn_free_queue", student.block_manager.FreeBlockQueue,
-            student.block_manager.KVBlock, GUARD_BLOCKS, GUARD_OPS, 3)
-    except Exception as error:  # the grader's per-call timeout ends a slow call with an error
-        pytest.fail(f"{what} did not finish ({type(error).__name__}: {error}). {SLOW_CAUSE}", pytrace=False)
-    assert seconds <= GUARD_SECONDS, (
-        f"{what} took {seconds:.1f} s of CPU time (limit {GUARD_SECONDS:g} s). {SLOW_CAUSE}")
-    every_block = np.arange(GUARD_BLOCKS)
-    assert isinstance(ids, np.ndarray) and ids.shape == every_block.shape and np.array_equal(np.sort(ids), every_block), (
-        "after the churn the queue should still hold every block once")
+    # CPU time, the grader's measure: another job on the machine does not stretch it.
+    problem = churn_problem(student, GUARD_BLOCKS, GUARD_OPS, 3, GUARD_SECONDS, SLOW_CAUSE)
+    assert problem is None, problem
