@@ -59,8 +59,8 @@ def churn_problem(student: Any, n_blocks: int, n_ops: int, seed: int, limit: flo
         for start in range(0, n_ops, CHUNK):
             seconds += student.cpu_seconds(_pairs, queue, moved[start:start + CHUNK])[1]
             if seconds > limit:
-                return (f"{what}: the first {start + CHUNK:,} took {seconds:.1f} s of CPU time, past the limit of "
-                        f"{limit:g} s for all of them. {cause}")
+                return (f"{what}: the first {min(start + CHUNK, n_ops):,} took {seconds:.1f} s of CPU time, past "
+                        f"the limit of {limit:g} s for all of them. {cause}")
         ids, spent = student.cpu_seconds(queue.block_ids)
     except Exception as error:  # a student's exception, or the grader's per-call time limit
         return f"{what} raised {type(error).__name__}: {error}"
@@ -71,9 +71,10 @@ def churn_problem(student: Any, n_blocks: int, n_ops: int, seed: int, limit: flo
         del order[i]
         order[i] = None
     expected = list(order)
-    if not isinstance(ids, list) or len(ids) != n_blocks:
-        return (f"after {what}, block_ids() returned {type(ids).__name__} of length "
-                f"{len(ids) if hasattr(ids, '__len__') else '?'}; expected a list of all {n_blocks:,} block ids")
+    if not isinstance(ids, list):
+        return f"after {what}, block_ids() returned {type(ids).__name__}; expected a list of block ids"
+    if len(ids) != n_blocks:
+        return f"after {what}, block_ids() returned {len(ids):,} ids; the queue holds all {n_blocks:,} blocks"
     if ids != expected:
         first = next(i for i, (got, want) in enumerate(zip(ids, expected)) if got != want)
         return (f"after {what}, block_ids() differs from the order the pairs leave from position {first:,} on "
