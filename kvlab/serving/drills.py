@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 # Pairs timed per reading of the CPU clocks: a queue whose remove scans stops soon after its limit.
-CHUNK = 100
+CHUNK = 25
 
 
 class BlockList(list):
