@@ -240,7 +240,8 @@ class Suite:
                               cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO), "PYTHONDONTWRITEBYTECODE": "1"},
                               capture_output=True, text=True, check=False)
         lines = done.stdout.strip().splitlines()
-        assert done.returncode == 0 and lines, f"collecting {self.assignment.public_tests} failed:\n{done.stdout}{done.stderr}"
+        assert done.returncode == 0 and lines, (
+            f"collecting {self.assignment.public_tests} failed:\n{done.stdout}{done.stderr}")
         return json.loads(lines[-1])
 
     @property

@@ -33,7 +33,8 @@ def results(*tests: tuple[str, str, str]) -> dict[str, Any]:
     """A graded results.json holding `tests`, each (name, visibility, status)."""
     return {"extra_data": {"status": "graded"},
             "tests": [{"number": f"1.{i}", "name": name, "tags": ["kv_cache"], "max_score": 1.0, "status": status,
-                       "output": "", "visibility": visibility} for i, (name, visibility, status) in enumerate(tests, 1)]}
+                       "output": "", "visibility": visibility}
+                      for i, (name, visibility, status) in enumerate(tests, 1)]}
 
 
 PUBLIC_PASSES, HIDDEN_FAILS = ("test_a", "visible", "passed"), ("test_b", HIDDEN_MARK, "failed")

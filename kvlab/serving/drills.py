@@ -3,10 +3,10 @@
 Under the grader the student's code runs in another process, and what runs there is the student's
 to replace: a workload run there in one call could be swapped for one that skips the work. So
 only the blocks are made beside the student's code (`block_list`, one call instead of a round trip
-per block); `churn_problem` then calls the student's own `remove` and `append` one pair at a time from the
-test's side, times them with `student.cpu_seconds` (the CPU time of every process involved,
-measured by the grader) and reads `block_ids()` at the end, so that the order the pairs leave is
-checked too.
+per block); `churn_problem` then calls the student's own `remove` and `append` one pair at a time
+from the test's side, times them with `student.cpu_seconds` (the CPU time of every process
+involved, measured by the grader) and reads `block_ids()` at the end, so that the order the pairs
+leave is checked too.
 """
 from __future__ import annotations
 

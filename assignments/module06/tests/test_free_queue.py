@@ -11,6 +11,7 @@ import pytest
 
 from kvlab.serving.drills import churn_problem
 
+
 def queue_of(student: Any, n: int) -> tuple[Any, list[Any]]:
     blocks = [student.block_manager.KVBlock(i) for i in range(n)]
     return student.block_manager.FreeBlockQueue(blocks), blocks
