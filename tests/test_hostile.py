@@ -968,11 +968,12 @@ def test_suite_isolation_is_what_the_checks_assume(campaign: Campaign) -> None:
 # Each case is a catalog mutant (the honest part: a real bug that loses points; lecture 7's unless it
 # says otherwise) with a payload appended to the mutant's file that tries to win those points back
 # through the worker: the library function a test calls replaced there, state a "fresh" process
-# inherits, work deferred past a cost guard or a cost guard's workload replaced. Only the mutant's tasks are graded (sandboxed, through the grader's entry
-# `autograder.harness.run.run`, in a subprocess, with the suite's 2 s per call), once with the
-# payload and once without; the attack must score at most the honest part, pass nothing the honest
-# part fails, say why, and show no hidden or solution text. The harvest cases are graded a second
-# time as Gradescope's Docker grades (no bubblewrap, see gradescope_env); their honest parts once.
+# inherits, work deferred past a cost guard or a cost guard's workload replaced. Only the mutant's
+# tasks are graded (sandboxed, through the grader's entry `autograder.harness.run.run`, in a
+# subprocess, with the suite's 2 s per call), once with the payload and once without; the attack
+# must score at most the honest part, pass nothing the honest part fails, say why, and show no
+# hidden or solution text. The harvest cases are graded a second time as Gradescope's Docker grades
+# (no bubblewrap, see gradescope_env); their honest parts once.
 
 L07 = "lecture07"
 

@@ -76,7 +76,8 @@ def gradings(request: pytest.FixtureRequest,
         whole = suite.tests_root(base / "root-all")
         jobs += [Job(name, label, getattr(suite.assignment, "solution" if label == "reference" else "starter"), whole,
                      base / label, suite.checks.run_seconds, env) for label in BASELINES if label in labels]
-        public = suite.tests_root(base / "root-public", hidden=False)
+        # A root of every public test, shared by the mutants graded on every task.
+        public = None if suite.checks.mutants_run_own_tasks else suite.tests_root(base / "root-public", hidden=False)
         for mutant in suite.catalog:
             if mutant.name in labels:
                 folder = base / mutant.name
