@@ -132,6 +132,17 @@ class Submission:
         result = function(*args, **kwargs)
         return result, time.process_time() - started
 
+    def cpu_seconds_local(self, function: Any, *args: Any, **kwargs: Any) -> tuple[Any, float]:
+        """cpu_seconds, with the course library's model run in the student's process too.
+
+        The same here, where everything runs in one process. In the grader, `kvlab.model.forward`
+        called by student code normally runs in the grader's process (what it computes and counts
+        is the grader's); inside this call it runs in the student's process, as that process's copy,
+        and counts nothing the grader trusts. For cost guards that then check the call's results
+        against the reference: the work stays in one process, timed whole.
+        """
+        return self.cpu_seconds(function, *args, **kwargs)
+
     def fresh_call(self, module: str, function: str, *args: Any) -> Any:
         """`<module>.<function>(*args)` in a new Python process with another hash seed.
 

@@ -573,6 +573,22 @@ def test_remote_functions_get_the_sent_arrays_read_only(stud: Proxy, box: Sandbo
     assert seen and all(seen), f"{seen.count(False)} of the {len(seen)} weights reached forward as copies"
 
 
+def test_library_local_runs_the_remote_functions_in_the_worker(stud: Proxy, box: Sandbox,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """Inside `library_local` the worker's forward is its own copy (no callback, nothing run here);
+    outside, and after the block, it calls back again."""
+    params, tokens = model.init_params(model.TINY, seed=1), np.array([[1, 2, 3]])
+    expected, ran_here = model.forward(params, model.TINY, tokens), []
+    real = model.forward
+    monkeypatch.setattr(model, "forward", lambda *args, **kwargs: ran_here.append(1) or real(*args, **kwargs))
+    with box.library_local():
+        local = stud.logits(params, model.TINY, tokens)
+    assert np.array_equal(local, expected) and not ran_here, (
+        f"inside library_local the forward ran here {len(ran_here)} time(s); it must run in the worker")
+    assert np.array_equal(stud.logits(params, model.TINY, tokens), expected) and ran_here == [1], (
+        "after library_local the worker's forward must call back to this process again")
+
+
 def test_an_array_changed_here_after_it_was_sent_comes_back_as_sent(stud: Proxy, echoed: list[str]) -> None:
     # The request carries a view of the grader's array; what a number names must be a copy of it.
     sent = np.arange(1024.0)

@@ -128,6 +128,7 @@ class Sandbox(Exchange):
             "user": user, "python": python, "bubblewrap": bubblewrap, "config": config,
         }
         self._callback_depth = 0
+        self._local = 0  # library_local blocks open
         # The real interpreter binary: a venv's bin/ may sit inside a hidden folder.
         self._python = os.path.realpath(shutil.which(python) or python)
         self._lib_dirs = [Path(os.path.realpath(p)) for p in lib_dirs]
@@ -222,6 +223,19 @@ class Sandbox(Exchange):
                 raise
         return self._request("call", ["Q", qualname], args, kwargs, f"{qualname}(...)", timeout)
 
+    @contextlib.contextmanager
+    def library_local(self) -> Iterator[None]:
+        """Within the block, the `remote` library functions that code in the worker calls run there,
+        as the worker's own copies (which student code may have replaced), not here: nothing they
+        compute or record is trusted. For work that a cost guard times from here (`cpu_seconds`) and
+        whose results it then checks against trusted values: a decode's forward calls stay in the
+        student's process, instead of a callback per call with the cache's keys and values crossing."""
+        self._local += 1
+        try:
+            yield
+        finally:
+            self._local -= 1
+
     def fresh(self) -> Sandbox:
         """A new sandbox with the same settings: a new private folder holding only the submitted
         files (nothing this sandbox's worker wrote), a new process, the same limits and isolation.
@@ -311,6 +325,8 @@ class Sandbox(Exchange):
         self._ready_worker()
         blobs: list[Any] = []
         header: dict[str, Any] = {"op": op, "target": target}
+        if self._local:
+            header["local"] = True
         header["args"] = [encode(arg, blobs, self._reference, self._wire_types, sent=self.sent) for arg in args]
         header["kwargs"] = [[k, encode(v, blobs, self._reference, self._wire_types, sent=self.sent)]
                             for k, v in kwargs.items()]

@@ -13,7 +13,8 @@ any student code runs, by stand-ins that send {"seq": the request being answered
 "module:name", "args", "kwargs"} on RESP_FD instead of a reply; the trusted side runs its own copy
 of the function, sending requests about the arguments passed by reference meanwhile (answered as
 usual), then {"op": "return", "ok": true, "value"} or {"op": "return", "ok": false, "error":
-{"type": builtin exception name, "message"}}.
+{"type": builtin exception name, "message"}}. A request that carries "local": true runs with
+the stand-ins calling this process's own copies instead (see `Sandbox.library_local`).
 
 Everything here is untrusted once student code has run: the trusted side validates every byte this
 process sends, and never imports this module. The wire format is described in `wireformat.py`.
@@ -135,6 +136,7 @@ class Worker:
         self.next_number = 1
         self.current_seq = init["seq"]  # the request being answered (the innermost one)
         self.callback_depth = 0
+        self.local_depth = 0  # requests being answered that asked for the library run here
         self.wire_types = frozenset(init["wire_types"])
         self.codecs = {codec["type"]: codec for codec in init["codecs"]}
         self.ops = {
@@ -172,10 +174,13 @@ class Worker:
         """Answer one request and send the reply."""
         outer = self.current_seq
         self.current_seq = header["seq"]
+        local = header.get("local") is True
+        self.local_depth += local
         try:
             reply, out = self.answer(header, blobs)
         finally:
             self.current_seq = outer
+            self.local_depth -= local
         self.flush_output()
         send(self.resp_fd, reply, out)
 
@@ -209,6 +214,8 @@ class Worker:
 
     def remote_function(self, qualname: str, original: Any) -> Any:
         def stand_in(*args: Any, **kwargs: Any) -> Any:
+            if self.local_depth:
+                return original(*args, **kwargs)
             return self.callback(qualname, args, kwargs)
 
         for attribute in ("__module__", "__name__", "__qualname__", "__doc__"):
