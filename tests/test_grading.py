@@ -342,7 +342,11 @@ GRADER_FAULTS = {
 
             @pytest.mark.task("secret", points=0.5)
             def test_asks_for_an_unlisted_module(student):
-                student.other.add(1, 2)
+                # Catching every Exception, as the diagnoses do: the grader's fault still counts.
+                try:
+                    student.other.add(1, 2)
+                except Exception as error:
+                    assert False, f"your add failed: {error}"
         ''')},
         ["test_skips was skipped", "the grader raised TypeError: cannot pass the trusted-side callable",
          "a test asked for student.other, but assignment.json lists only toy.py"],

@@ -14,7 +14,8 @@ It gives the public and hidden tests the same `student` fixture and `task` marke
 Anything that is the grader's fault rather than the student's (a hidden test that does not
 import, a test of an unknown task, points that do not add up to assignment.json's, a skipped test,
 harness code failing on trusted inputs) is recorded as a fault: the runner then writes a "contact
-the staff" result instead of a score. Whatever the student's process sends is the student's: the
+the staff" result instead of a score. The `student` fixture records the faults it raises as it
+raises them, so a test that catches every Exception cannot make one the student's failure. Whatever the student's process sends is the student's: the
 sandbox turns every reply it cannot use (invalid data, a value of the wrong kind, an object of a
 process stopped earlier in the test, trusted code failing on the student's objects) into a
 `StudentException` (`WorkerDied`, `ProtocolError`, `BadReply`, ...), which fails the test that
@@ -28,11 +29,11 @@ import sys
 import threading
 import time
 import traceback
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Protocol
+from typing import Any, NoReturn, Protocol
 
 import pytest
 
@@ -58,6 +59,11 @@ STOPPED = (WorkerTimeout, WorkerDied, StudentCrash, ProtocolError, BadReply)
 
 class GraderFault(Exception):
     """Something the grader or its tests got wrong: never reported as the student's failure."""
+
+    # Set once the fault is in the grading's record. The `student` fixture records the faults it
+    # raises as it raises them, so a test that catches every Exception around the student's code
+    # (as the diagnoses do) cannot turn one into the student's failure.
+    recorded = False
 
 
 class WholeTestTimeout(BaseException):
@@ -222,8 +228,10 @@ class InProcessBackend:
 class StudentFiles:
     """What the `student` fixture gives a test: `student.kv_decode`, `student.call(...)`."""
 
-    def __init__(self, backend: Backend, modules: tuple[str, ...], submitted: Path) -> None:
+    def __init__(self, backend: Backend, modules: tuple[str, ...], submitted: Path,
+                 record_fault: Callable[[GraderFault], None]) -> None:
         self._backend = backend
+        self._record_fault = record_fault
         self._modules = modules
         self._submitted = submitted
         # A file that is missing or does not import fails every test that uses it with the same
@@ -236,8 +244,8 @@ class StudentFiles:
         if name.startswith("_"):
             raise AttributeError(name)
         if name not in self._modules:
-            raise GraderFault(f"a test asked for student.{name}, but assignment.json lists only "
-                              f"{', '.join(m + '.py' for m in self._modules)}")
+            self._fault(GraderFault(f"a test asked for student.{name}, but assignment.json lists only "
+                                    f"{', '.join(m + '.py' for m in self._modules)}"))
         if name in self._problems:
             raise SubmissionError(self._problems[name])
         if name not in self._loaded:
@@ -256,20 +264,31 @@ class StudentFiles:
 
     def call(self, qualname: str, *args: Any, **kwargs: Any) -> Any:
         """Run the course-library function "package.module:function" beside the student's code."""
-        return self._backend.call(qualname, *args, **kwargs)
+        return self._guarded(self._backend.call, qualname, *args, **kwargs)
 
     def fresh_call(self, module: str, function: str, *args: Any) -> Any:
         """`student.<module>.<function>(*args)` in a newly started process (see kvlab.testing)."""
         getattr(self, module)  # a missing or broken file fails here with its usual message
-        return self._backend.fresh_call(module, function, *args)
+        return self._guarded(self._backend.fresh_call, module, function, *args)
 
     def cpu_seconds(self, function: Any, *args: Any, **kwargs: Any) -> tuple[Any, float]:
         """(function(*args, **kwargs), CPU seconds it took, measured by the grader; see kvlab.testing)."""
-        return self._backend.cpu_seconds(function, *args, **kwargs)
+        return self._guarded(self._backend.cpu_seconds, function, *args, **kwargs)
 
     def cpu_seconds_local(self, function: Any, *args: Any, **kwargs: Any) -> tuple[Any, float]:
         """cpu_seconds, the course library's model run in the student's process (see kvlab.testing)."""
-        return self._backend.cpu_seconds_local(function, *args, **kwargs)
+        return self._guarded(self._backend.cpu_seconds_local, function, *args, **kwargs)
+
+    def _guarded(self, method: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        try:
+            return method(*args, **kwargs)
+        except GraderFault as fault:
+            self._fault(fault)
+
+    def _fault(self, fault: GraderFault) -> NoReturn:
+        """Record the grader's fault now, then raise it (see GraderFault.recorded)."""
+        self._record_fault(fault)
+        raise fault
 
 
 def submitted_file_problem(submitted: Path, expected: str) -> str:
@@ -323,14 +342,21 @@ class Grading:
     faults: list[str] = field(default_factory=list)
     # nodeid -> (task, points, whether it is a hidden test), for every collected test.
     catalog: dict[str, tuple[str, float, bool]] = field(default_factory=dict)
+    current_test: str = ""  # the nodeid of the test being run, for the faults it raises
 
     def __post_init__(self) -> None:
-        self.student = StudentFiles(self.backend, self.assignment.modules, self.submitted)
+        self.student = StudentFiles(self.backend, self.assignment.modules, self.submitted, self.record_fault)
 
     def fault(self, what: str) -> None:
         """Record a grader fault; the details go to the runner's stderr (the staff's log only)."""
         self.faults.append(what)
         print(f"grader fault: {what}", file=sys.stderr)
+
+    def record_fault(self, fault: GraderFault) -> None:
+        """Record a GraderFault raised during the current test, once."""
+        if not fault.recorded:
+            fault.recorded = True
+            self.fault(f"{self.current_test}: {fault}")
 
     # Hooks -----------------------------------------------------------------------------------
 
@@ -363,6 +389,7 @@ class Grading:
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_setup(self, item: pytest.Item) -> None:
+        self.current_test = item.nodeid
         item.stash.setdefault(OUTCOME, Outcome())
         take_draws()  # a draw made outside a test (at import) belongs to none
         if time.monotonic() > self.deadline:
@@ -411,7 +438,7 @@ class Grading:
                 # thousands of submitted files).
                 outcome.problems.append(truncate(self.describe(call.excinfo), MAX_MESSAGE_CHARS))
             except GraderFault as error:
-                self.fault(f"{item.nodeid}: {error}")
+                self.record_fault(error)
         if report.when == "teardown":
             if self.backend.in_process:
                 outcome.captured = report.capstdout + report.capstderr
