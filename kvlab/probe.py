@@ -9,7 +9,9 @@ reads, say, the refcount of every block after every operation asks for them all 
 - `ask` runs in the student's process (the grader lists it among the sandbox's worker calls): one
   round trip for every question. It only calls the student's own methods and reads the student's
   own attributes, so what it returns is what the student's code answers; a submission that
-  replaced it could answer nothing its methods could not.
+  replaced it could answer nothing its methods could not. Calls made for their effect (a cost
+  guard's remove and append) are checked by their effect afterwards, and timed by the grader
+  whatever runs them (kvlab.serving.drills).
 """
 from __future__ import annotations
 

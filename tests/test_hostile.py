@@ -1018,7 +1018,7 @@ TASK_CASES = [
     TaskCase("eviction deferred to the next question past the guard", "lru_victim_by_scan",
              "guard_deferred_to_questions", says=("did not finish within",)),
     TaskCase("free-queue churn replaced in the worker", "remove_scans_the_queue", "churn_replaced",
-             says=("remove is not O(1)",), assignment="module06"),
+             says=("differs from the order the pairs leave",), assignment="module06"),
     # Expected values harvested from an earlier grading and answered from a table (issue 8, class 2).
     TaskCase("kv byte counts answered from harvested messages", "bytes_per_token_without_factor_2",
              "harvest_kv_bytes", says=("factor 2 (K and V are both stored) is missing",), assignment="lecture02",

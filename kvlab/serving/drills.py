@@ -1,12 +1,14 @@
 """A long free queue churned from the test's side, for the cost guards of module 6's free queue.
 
 Under the grader the student's code runs in another process, and what runs there is the student's
-to replace: a workload run there in one call could be swapped for one that skips the work. So
-only the blocks are made beside the student's code (`block_list`, one call instead of a round trip
-per block); `churn_problem` then calls the student's own `remove` and `append` one pair at a time
-from the test's side, times them with `student.cpu_seconds` (the CPU time of every process
-involved, measured by the grader) and reads `block_ids()` at the end, so that the order the pairs
-leave is checked too.
+to replace: a workload run there in one call could be swapped for one that skips the work. So the
+verdict rests on what the grader measures and checks, not on that code: the student's own
+constructor builds the queue (from blocks made beside it by `block_list`, one call instead of a
+round trip per block); `churn_problem` asks the student's own `remove` and `append` for CHUNK pairs
+at a time (`kvlab.probe.ask`, one round trip), times them with `student.cpu_seconds` (the CPU time
+of every process involved, read by the grader) and reads `block_ids()` at the end, checking the
+order the pairs leave. A submission that replaced `ask` or the blocks there gains nothing: pairs
+that were not done leave the wrong order, and whatever does them is timed.
 """
 from __future__ import annotations
 
@@ -14,7 +16,8 @@ from typing import Any
 
 import numpy as np
 
-# Pairs timed per reading of the CPU clocks: a queue whose remove scans stops soon after its limit.
+# Pairs per round trip, timed per reading of the CPU clocks: a queue whose remove scans stops soon
+# after its limit.
 CHUNK = 25
 
 
@@ -34,11 +37,9 @@ def block_list(block_class: Any, n_blocks: int) -> BlockList:
     return BlockList(block_class(i) for i in range(n_blocks))
 
 
-def _pairs(queue: Any, blocks: list[Any]) -> None:
-    """remove, then append, each block in turn: what the cost guards time."""
-    for block in blocks:
-        queue.remove(block)
-        queue.append(block)
+def _pairs(student: Any, queue: Any, blocks: list[Any]) -> None:
+    """remove, then append, each block in turn, asked in one round trip: what the cost guards time."""
+    student.call("kvlab.probe:ask", [(queue, name, (block,)) for block in blocks for name in ("remove", "append")])
 
 
 def churn_problem(student: Any, n_blocks: int, n_ops: int, seed: int, limit: float, cause: str) -> str | None:
@@ -57,7 +58,7 @@ def churn_problem(student: Any, n_blocks: int, n_ops: int, seed: int, limit: flo
         # One round trip for the blocks the pairs move, outside the timed work (fetching them is not the queue's).
         moved = blocks.pick(picks)
         for start in range(0, n_ops, CHUNK):
-            seconds += student.cpu_seconds(_pairs, queue, moved[start:start + CHUNK])[1]
+            seconds += student.cpu_seconds(_pairs, student, queue, moved[start:start + CHUNK])[1]
             if seconds > limit:
                 return (f"{what}: the first {min(start + CHUNK, n_ops):,} took {seconds:.1f} s of CPU time, past "
                         f"the limit of {limit:g} s for all of them. {cause}")

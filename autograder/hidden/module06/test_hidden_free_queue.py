@@ -10,9 +10,10 @@ import pytest
 
 from kvlab.serving.drills import churn_problem
 
-# Churned from the test's side (kvlab.serving.drills), a round trip per call under the grader: the
-# reference's pairs take about 0.4 s of CPU time sandboxed (the round trips' cost on both sides
-# included), a list-based queue (remove scans) about 9 s; stopped soon after the limit.
+# Churned by calls of the student's own remove and append (kvlab.serving.drills, 25 pairs per round
+# trip under the grader): the reference's pairs take 0.07-0.11 s of CPU time sandboxed (the round
+# trips' cost on both sides included), a list-based queue (remove scans) about 15 s; stopped soon
+# after the limit.
 GUARD_BLOCKS, GUARD_OPS, GUARD_SECONDS = 200_000, 1_500, 2.5
 SLOW_CAUSE = ("Likely cause: remove is not O(1): a Python list's remove or index scans the queue; link the blocks "
               "to each other (prev_free_block / next_free_block) instead")

@@ -1,8 +1,10 @@
 # Module 6, a cost guard's workload replaced in the worker: the free-queue churn (once
 # kvlab.serving.drills.churn_free_queue, run beside the queue in one call) swapped for one that answers
-# at once with the order a correct queue would leave, never running the student's slow queue; and
-# the blocks the guards now make there handed out in a shuffled order. The guards must time the
-# student's own remove and append, called from the grader's side, and check the order they leave.
+# at once with the order a correct queue would leave, never running the student's slow queue; the
+# blocks the guards now make there handed out in a shuffled order; and the batched questions
+# (kvlab.probe.ask, one round trip for many remove and append calls) answered without asking the
+# slow queue. The guards must time whatever does the pairs and check the order they leave.
+import kvlab.probe as _probe
 import kvlab.serving.drills as _drills
 import numpy as _np
 
@@ -24,3 +26,14 @@ if _made_blocks is not None:
         return blocks
 
     _drills.block_list = _shuffled_blocks
+
+
+_real_ask = _probe.ask
+
+
+def _ask_skipping_the_queue(questions):
+    return [None if name in ("remove", "append") else _real_ask([(obj, name, args)])[0]
+            for obj, name, args in questions]
+
+
+_probe.ask = _ask_skipping_the_queue
