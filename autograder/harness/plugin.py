@@ -15,11 +15,12 @@ Anything that is the grader's fault rather than the student's (a hidden test tha
 import, a test of an unknown task, points that do not add up to assignment.json's, a skipped test,
 harness code failing on trusted inputs) is recorded as a fault: the runner then writes a "contact
 the staff" result instead of a score. The `student` fixture records the faults it raises as it
-raises them, so a test that catches every Exception cannot make one the student's failure. Whatever the student's process sends is the student's: the
-sandbox turns every reply it cannot use (invalid data, a value of the wrong kind, an object of a
-process stopped earlier in the test, trusted code failing on the student's objects) into a
-`StudentException` (`WorkerDied`, `ProtocolError`, `BadReply`, ...), which fails the test that
-asked with a message about the student's code; the run goes on (tests/test_fuzz_replies.py).
+raises them, so a test that catches every Exception cannot make one the student's failure.
+Whatever the student's process sends is the student's: the sandbox turns every reply it cannot
+use (invalid data, a value of the wrong kind, an object of a process stopped earlier in the test,
+trusted code failing on the student's objects) into a `StudentException` (`WorkerDied`,
+`ProtocolError`, `BadReply`, ...), which fails the test that asked with a message about the
+student's code; the run goes on (tests/test_fuzz_replies.py).
 """
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""A long free queue churned from the test's side, for the cost guards of module 6's free queue.
+"""A long free queue churned by the student's own methods, for the cost guards of module 6's free queue.
 
 Under the grader the student's code runs in another process, and what runs there is the student's
 to replace: a workload run there in one call could be swapped for one that skips the work. So the
