@@ -991,10 +991,17 @@ class TaskCase:
     # outputs must mention this call: the attack had something to aim at.
     harvest: str = ""
     bubblewrap: bool = True  # False: graded without bubblewrap, as Gradescope's Docker grades
+    # The tasks graded, when fewer than the honest mutant's: the ones the attack aims at.
+    tasks: tuple[str, ...] = ()
 
     @property
     def payload(self) -> str:
         return (HOSTILE_DIR / self.folder / "payload.py").read_text(encoding="utf-8")
+
+    @property
+    def key(self) -> tuple[str, str, tuple[str, ...]]:
+        """The honest grading this case is compared with: (assignment, mutant, tasks graded)."""
+        return self.assignment, self.honest, self.tasks
 
 
 PRIVATE_TMP = "a private /tmp per worker needs bubblewrap (as root); without it /tmp is shared"
@@ -1018,7 +1025,7 @@ TASK_CASES = [
     TaskCase("eviction deferred to the next question past the guard", "lru_victim_by_scan",
              "guard_deferred_to_questions", says=("did not finish within",)),
     TaskCase("free-queue churn replaced in the worker", "remove_scans_the_queue", "churn_replaced",
-             says=("differs from the order the pairs leave",), assignment="module06"),
+             says=("differs from the order the pairs leave",), assignment="module06", tasks=("free_queue",)),
     # Expected values harvested from an earlier grading and answered from a table (issue 8, class 2).
     TaskCase("kv byte counts answered from harvested messages", "bytes_per_token_without_factor_2",
              "harvest_kv_bytes", says=("factor 2 (K and V are both stored) is missing",), assignment="lecture02",
@@ -1061,7 +1068,7 @@ def grade_tasks(assignment: str, submission: Path, tests_root: Path, env: dict[s
 
 @dataclass
 class TaskCampaign:
-    honest: dict[tuple[str, str], Graded]  # (assignment, mutant) -> its grading
+    honest: dict[tuple[str, str, tuple[str, ...]], Graded]  # TaskCase.key -> the honest part's grading
     hostile: dict[str, tuple[Graded, str]]  # case name -> (grading, what was submitted)
 
 
@@ -1099,14 +1106,15 @@ def task_campaign(tmp_path_factory: pytest.TempPathFactory) -> TaskCampaign:
     suites = {name: Suite(load_assignment(name, REPO)) for name in {case.assignment for case in runnable}}
     catalogs = {name: {mutant.name: mutant for mutant in suite.catalog} for name, suite in suites.items()}
     roots, folders = {}, {}
-    for key in sorted({(case.assignment, case.honest) for case in runnable}):
-        suite, mutant = suites[key[0]], catalogs[key[0]][key[1]]
-        roots[key] = suite.tests_root(base / f"tests-{key[0]}-{key[1]}", mutant.tasks)
-        folders[key] = mutants.apply(mutant, suite.assignment.solution, base / f"honest-{key[0]}-{key[1]}")
+    for key in sorted({case.key for case in runnable}):
+        (name, honest, tasks), label = key, "-".join((key[0], key[1], *key[2]))
+        suite, mutant = suites[name], catalogs[name][honest]
+        roots[key] = suite.tests_root(base / f"tests-{label}", tasks or mutant.tasks)
+        folders[key] = mutants.apply(mutant, suite.assignment.solution, base / f"honest-{label}")
     targets = {}
     for case in runnable:
         folder = base / f"case-{case.folder}{'' if case.bubblewrap else '-no-bubblewrap'}"
-        shutil.copytree(folders[case.assignment, case.honest], folder)
+        shutil.copytree(folders[case.key], folder)
         targets[case.name] = target = folder / catalogs[case.assignment][case.honest].file
         target.write_text(target.read_text(encoding="utf-8") + "\n\n" + case.payload, encoding="utf-8")
     with concurrent.futures.ThreadPoolExecutor(PARALLEL) as pool:
@@ -1114,7 +1122,7 @@ def task_campaign(tmp_path_factory: pytest.TempPathFactory) -> TaskCampaign:
         honest_jobs = {key: pool.submit(grade_tasks, key[0], folders[key], roots[key], env) for key in roots}
         case_jobs = {}
         for case in runnable:
-            key, target = (case.assignment, case.honest), targets[case.name]
+            key, target = case.key, targets[case.name]
             case_env = env if case.bubblewrap else gradescope_env(env)
             case_jobs[case.name] = (pool.submit(harvest_then_grade, case, honest_jobs[key], target, roots[key],
                                                 case_env)
@@ -1134,7 +1142,7 @@ def test_task_attack_gains_nothing(task_campaign: TaskCampaign, case: TaskCase) 
         pytest.skip(f"needs root-level isolation: {case.root_only}")
     if not case.bubblewrap and READABLE_PYTHON is None:
         pytest.skip("no interpreter here that the unprivileged user can run, so no grading without bubblewrap")
-    honest_graded = task_campaign.honest[case.assignment, case.honest]
+    honest_graded = task_campaign.honest[case.key]
     hostile, submitted = task_campaign.hostile[case.name]
     assert honest_graded.results is not None, f"the honest part {case.honest}: {honest_graded.problem}\n{honest_graded.log}"
     assert hostile.results is not None, f"no valid results.json: {hostile.problem}\n{hostile.log}"
