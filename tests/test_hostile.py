@@ -1036,8 +1036,13 @@ TASK_CASES = [
              says=("MLA treated as per-head",), assignment="module06",
              harvest="kv_bytes_per_token(the published DeepSeek-V3 config"),
 ]
+# Graded a second time as Gradescope's Docker grades, except these (folder: why not there).
+TASKS_NOT_WITHOUT_BUBBLEWRAP = {
+    "fresh_memory_in_tmp": "without bubblewrap /tmp is shared by the worker's user, the main worker and its fresh "
+                           "sibling alike (docs/design.md, known gaps)",
+}
 TASK_CASES += [dataclasses.replace(case, name=f"{case.name}, no bubblewrap", bubblewrap=False)
-               for case in TASK_CASES if case.harvest]
+               for case in TASK_CASES if case.folder not in TASKS_NOT_WITHOUT_BUBBLEWRAP]
 TASK_CASE_IDS = [re.sub(r"[^\w.]+", "-", case.name).strip("-") for case in TASK_CASES]
 
 GRADE_ONE = """
