@@ -972,8 +972,8 @@ def test_suite_isolation_is_what_the_checks_assume(campaign: Campaign) -> None:
 # tasks are graded (sandboxed, through the grader's entry `autograder.harness.run.run`, in a
 # subprocess, with the suite's 2 s per call), once with the payload and once without; the attack
 # must score at most the honest part, pass nothing the honest part fails, say why, and show no
-# hidden or solution text. The harvest cases are graded a second time as Gradescope's Docker grades
-# (no bubblewrap, see gradescope_env); their honest parts once.
+# hidden or solution text. Every case is graded a second time as Gradescope's Docker grades (no
+# bubblewrap, see gradescope_env), but those TASKS_NOT_WITHOUT_BUBBLEWRAP lists; the honest parts once.
 
 L07 = "lecture07"
 
