@@ -40,6 +40,7 @@ from typing import IO, Any
 
 from autograder import mutants
 from autograder.harness.assignment import Assignment, discover, load_assignment
+from autograder.harness.sandbox import identity
 from kvlab.trace import BLOCK, make_trace, mooncake_dir
 
 REPO = Path(__file__).resolve().parents[1]
@@ -92,6 +93,18 @@ class Outcome:
         """
         return (self.status == "skipped" and self.message == DATA_SKIP_REASON
                 and not (mooncake_dir() / DATA_FILE).is_file())
+
+
+def readable_python() -> str | None:
+    """A system interpreter of this version that the worker's unprivileged uid can run (as setup.sh's
+    venv is on Gradescope; pyenv's under /root may not be), or None; None when not root, as only a
+    root grader runs the worker as another user."""
+    candidate = f"/usr/bin/python{sys.version_info[0]}.{sys.version_info[1]}"
+    if os.geteuid() != 0 or not os.path.exists(candidate):
+        return None
+    done = subprocess.run([candidate, "-c", "pass"], user=identity.PROBE_UID, group=identity.PROBE_UID,
+                          extra_groups=[], capture_output=True, check=False, cwd="/")
+    return candidate if done.returncode == 0 else None
 
 
 def failure_message(node: ET.Element) -> str:

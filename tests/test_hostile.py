@@ -64,6 +64,8 @@ from autograder.build import build
 from autograder.grade import unpack
 from autograder.harness.assignment import load_assignment
 from autograder.harness.results import validate
+from autograder.harness.sandbox import identity
+from suite_support import ASSIGNMENT_IDS, readable_python
 
 REPO = Path(__file__).resolve().parent.parent
 ASSIGNMENT = "lecture02"
@@ -287,33 +289,15 @@ CASES = [
 # Gradescope's Docker: no bubblewrap, the unprivileged user and file permissions only (issue 8). Every
 # case is graded that way too, with the same expectations, except these (folder: why not here).
 NOT_WITHOUT_BUBBLEWRAP = {
-    "signals": "kill(-1) as user nobody would kill every program of that user on this machine (Gradescope's "
-               "kvlab-sandbox user runs nothing else)",
     "read_hidden": "this machine's checkout of the repository is readable by all users (Gradescope's "
                    "/autograder/source is mode 700)",
     "plant_site_hooks": "the suite's canary is a file anyone may write: permissions alone cannot protect it",
     "network": "without bubblewrap the worker has the machine's network (reported as reduced isolation)",
-    "fake_results": "as user nobody it could overwrite the results of other programs run as nobody here",
-    "atexit_rewrites": "as user nobody it could overwrite the results of other programs run as nobody here",
 }
 CASES += [dataclasses.replace(case, name=f"{case.name}, no bubblewrap", bubblewrap=False) for case in CASES
           if case.bubblewrap and case.folder not in NOT_WITHOUT_BUBBLEWRAP
           and not any(not other.bubblewrap and other.folder == case.folder for other in CASES)]
 CASE_IDS = [re.sub(r"[^\w.]+", "-", case.name).strip("-") for case in CASES]
-
-
-def readable_python() -> str | None:
-    """A system interpreter of this version that the unprivileged user can run (as setup.sh's venv
-    is on Gradescope; pyenv's under /root may not be), or None."""
-    import pwd
-
-    candidate = f"/usr/bin/python{sys.version_info[0]}.{sys.version_info[1]}"
-    if not IS_ROOT or not os.path.exists(candidate):
-        return None
-    nobody = pwd.getpwnam("nobody")
-    done = subprocess.run([candidate, "-c", "pass"], user=nobody.pw_uid, group=nobody.pw_gid, extra_groups=[],
-                          capture_output=True, check=False, cwd="/")
-    return candidate if done.returncode == 0 else None
 
 
 READABLE_PYTHON = readable_python()
@@ -456,8 +440,9 @@ def remove_stale_canaries() -> None:
 
 def sandbox_processes(campaign_tmp: Path) -> set[int]:
     """Processes of this campaign's sandboxes: a worker (its script sits in a sandbox-* folder under
-    `campaign_tmp`, the gradings' TMPDIR) or, as root, any process of the unprivileged user but the
-    workers of other gradings on this machine (the tests of the tests may grade beside this suite)."""
+    `campaign_tmp`, the gradings' TMPDIR) or, as root, any process of a worker's uid (identity.POOL)
+    but the workers of other gradings on this machine (the tests of the tests may grade beside this
+    suite)."""
     ours = f"{campaign_tmp}/sandbox-".encode()
     found = set()
     for entry in os.scandir("/proc"):
@@ -470,23 +455,9 @@ def sandbox_processes(campaign_tmp: Path) -> set[int]:
         except OSError:
             continue
         worker = b"/sandbox-" in cmdline and b"worker.py" in cmdline
-        if (worker and ours in cmdline) or (IS_ROOT and uid == SANDBOX_UID and not worker):
+        if (worker and ours in cmdline) or (IS_ROOT and uid in identity.POOL and not worker):
             found.add(int(entry.name))
     return found
-
-
-def sandbox_uid() -> int:
-    import pwd
-
-    for name in ("kvlab-sandbox", "nobody"):
-        try:
-            return pwd.getpwnam(name).pw_uid
-        except KeyError:
-            continue
-    return -1
-
-
-SANDBOX_UID = sandbox_uid()
 
 
 def sandbox_refusal(empty: Path) -> str | None:
@@ -951,12 +922,12 @@ def test_no_sandbox_process_outlives_the_suite(campaign: Campaign) -> None:
 
 @pytest.mark.timeout(CAMPAIGN_TIMEOUT)
 def test_suite_isolation_is_what_the_checks_assume(campaign: Campaign) -> None:
-    """As root the worker must be the unprivileged user under bubblewrap (what the cases rely on)."""
+    """As root the worker must be a uid of its own under bubblewrap (what the cases rely on)."""
     graded = campaign.honest["starter"]
     assert graded.results is not None
     isolation = "\n".join(graded.results["extra_data"]["isolation"])
     if IS_ROOT:
-        assert "unprivileged user" in isolation, isolation
+        assert re.search(r"unprivileged uid \d+ of its own", isolation), isolation
         if "private filesystem view (bubblewrap)" not in isolation:
             pytest.skip(f"bubblewrap unavailable here; isolation: {isolation}")
         assert "only the system folders" in isolation, f"the worker should see only system folders:\n{isolation}"
@@ -973,7 +944,7 @@ def test_suite_isolation_is_what_the_checks_assume(campaign: Campaign) -> None:
 # subprocess, with the suite's 2 s per call), once with the payload and once without; the attack
 # must score at most the honest part, pass nothing the honest part fails, say why, and show no
 # hidden or solution text. Every case is graded a second time as Gradescope's Docker grades (no
-# bubblewrap, see gradescope_env), but those TASKS_NOT_WITHOUT_BUBBLEWRAP lists; the honest parts once.
+# bubblewrap, see gradescope_env); the honest parts once.
 
 L07 = "lecture07"
 
@@ -1004,7 +975,9 @@ class TaskCase:
         return self.assignment, self.honest, self.tasks
 
 
-PRIVATE_TMP = "a private /tmp per worker needs bubblewrap (as root); without it /tmp is shared"
+# A grader that is not root runs every worker as itself: what one leaves outside its folder cannot be
+# told from the grader's own.
+SHARED_OUTSIDE = "the worker's own uid (root's grader claims one) owns what it leaves in /tmp and IPC objects"
 TASK_CASES = [
     TaskCase("paged_step replaced in the worker", "slots_count_from_length", "paged_step_replaced",
              says=("paged_step",)),
@@ -1015,7 +988,13 @@ TASK_CASES = [
     TaskCase("fresh process reads the earlier one's file", "hashes_through_python_hash", "fresh_memory_in_home",
              says=("fresh process",)),
     TaskCase("fresh process reads the earlier one's /tmp", "hashes_through_python_hash", "fresh_memory_in_tmp",
-             says=("fresh process",), root_only=PRIVATE_TMP),
+             says=("fresh process",), root_only=SHARED_OUTSIDE),
+    TaskCase("fresh process finds the earlier one's folder by its path", "hashes_through_python_hash",
+             "fresh_memory_by_path", says=("fresh process",)),
+    TaskCase("fresh process reads the earlier one's shared memory", "hashes_through_python_hash",
+             "fresh_memory_in_ipc", says=("fresh process",), root_only=SHARED_OUTSIDE),
+    TaskCase("fresh process reads the names of the earlier one's sockets", "hashes_through_python_hash",
+             "fresh_memory_in_socket_names", says=("fresh process",)),
     TaskCase("fresh process runs what the earlier one appended to its source", "hashes_through_python_hash",
              "fresh_memory_in_source", says=("fresh process",)),
     TaskCase("eviction deferred to match past the guard", "lru_victim_by_scan", "guard_deferred_to_match",
@@ -1036,13 +1015,9 @@ TASK_CASES = [
              says=("MLA treated as per-head",), assignment="module06",
              harvest="kv_bytes_per_token(the published DeepSeek-V3 config"),
 ]
-# Graded a second time as Gradescope's Docker grades, except these (folder: why not there).
-TASKS_NOT_WITHOUT_BUBBLEWRAP = {
-    "fresh_memory_in_tmp": "without bubblewrap /tmp is shared by the worker's user, the main worker and its fresh "
-                           "sibling alike (docs/design.md, known gaps)",
-}
+# Graded a second time as Gradescope's Docker grades.
 TASK_CASES += [dataclasses.replace(case, name=f"{case.name}, no bubblewrap", bubblewrap=False)
-               for case in TASK_CASES if case.folder not in TASKS_NOT_WITHOUT_BUBBLEWRAP]
+               for case in TASK_CASES]
 TASK_CASE_IDS = [re.sub(r"[^\w.]+", "-", case.name).strip("-") for case in TASK_CASES]
 
 GRADE_ONE = """
@@ -1075,6 +1050,8 @@ def grade_tasks(assignment: str, submission: Path, tests_root: Path, env: dict[s
 class TaskCampaign:
     honest: dict[tuple[str, str, tuple[str, ...]], Graded]  # TaskCase.key -> the honest part's grading
     hostile: dict[str, tuple[Graded, str]]  # case name -> (grading, what was submitted)
+    # assignment -> its reference graded without bubblewrap (none without a readable interpreter)
+    references: dict[str, Graded]
 
 
 # The line of a harvest payload where the outputs it answers from are pasted (as a student would paste
@@ -1108,7 +1085,7 @@ def task_campaign(tmp_path_factory: pytest.TempPathFactory) -> TaskCampaign:
            "KVLAB_CALL_TIMEOUT": str(CALL_TIMEOUT), "PYTHONDONTWRITEBYTECODE": "1", "PYTHONPATH": str(REPO)}
     runnable = [case for case in TASK_CASES if (IS_ROOT or not case.root_only)
                 and (case.bubblewrap or READABLE_PYTHON is not None)]
-    suites = {name: Suite(load_assignment(name, REPO)) for name in {case.assignment for case in runnable}}
+    suites = {name: Suite(load_assignment(name, REPO)) for name in ASSIGNMENT_IDS}
     catalogs = {name: {mutant.name: mutant for mutant in suite.catalog} for name, suite in suites.items()}
     roots, folders = {}, {}
     for key in sorted({case.key for case in runnable}):
@@ -1122,9 +1099,16 @@ def task_campaign(tmp_path_factory: pytest.TempPathFactory) -> TaskCampaign:
         shutil.copytree(folders[case.key], folder)
         targets[case.name] = target = folder / catalogs[case.assignment][case.honest].file
         target.write_text(target.read_text(encoding="utf-8") + "\n\n" + case.payload, encoding="utf-8")
+    references = {}
+    if READABLE_PYTHON is not None:
+        for name, suite in suites.items():
+            references[name] = (shutil.copytree(suite.assignment.solution, base / f"reference-{name}"),
+                                suite.tests_root(base / f"tests-{name}"))
     with concurrent.futures.ThreadPoolExecutor(PARALLEL) as pool:
         # Submitted first, so that a harvest case waiting for its honest part never holds the pool.
         honest_jobs = {key: pool.submit(grade_tasks, key[0], folders[key], roots[key], env) for key in roots}
+        reference_jobs = {name: pool.submit(grade_tasks, name, folder, root, gradescope_env(env))
+                          for name, (folder, root) in references.items()}
         case_jobs = {}
         for case in runnable:
             key, target = case.key, targets[case.name]
@@ -1138,7 +1122,24 @@ def task_campaign(tmp_path_factory: pytest.TempPathFactory) -> TaskCampaign:
         hostile = {name: (job.result(), "\n".join(p.read_text(encoding="utf-8")
                                                   for p in sorted(targets[name].parent.glob("*.py"))))
                    for name, job in case_jobs.items()}
-    return TaskCampaign(honest, hostile)
+        graded_references = {name: job.result() for name, job in reference_jobs.items()}
+    return TaskCampaign(honest, hostile, graded_references)
+
+
+@pytest.mark.parametrize("assignment", ASSIGNMENT_IDS)
+def test_reference_scores_full_marks_without_bubblewrap(task_campaign: TaskCampaign, assignment: str) -> None:
+    """Gradescope's Docker (no bubblewrap) ends the main worker for every fresh call (Sandbox.fresh):
+    a test that used an object of it afterwards would be a grader fault there only."""
+    if READABLE_PYTHON is None:
+        pytest.skip("no interpreter here that the unprivileged user can run, so no grading without bubblewrap")
+    graded = task_campaign.references[assignment]
+    assert graded.results is not None, f"no valid results.json: {graded.problem}\n{graded.log}"
+    results = graded.results
+    assert results["extra_data"]["status"] == "graded", f"the grader failed: {results['output']}\n{graded.log}"
+    lost = {t["name"]: t.get("output", "")[:300] for t in results["tests"] if t["score"] < t["max_score"]}
+    assert not lost and results["score"] == results["extra_data"]["max_score"], (
+        f"the reference scored {results['score']} of {results['extra_data']['max_score']} without bubblewrap; "
+        f"lost points in {lost}")
 
 
 @pytest.mark.parametrize("case", TASK_CASES, ids=TASK_CASE_IDS)

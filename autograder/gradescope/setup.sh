@@ -10,17 +10,13 @@ export DEBIAN_FRONTEND=noninteractive
 
 apt-get install -y --no-install-recommends python3-venv
 # bubblewrap gives the student's process a private filesystem view; where the image cannot run
-# it, the sandbox falls back to the unprivileged user below and says so in every result.
+# it, the sandbox falls back to file permissions alone and says so in every result. The student's
+# code runs as a uid of its own that owns nothing (the grader claims one per sandbox; it has no account).
 apt-get install -y --no-install-recommends bubblewrap \
   || echo "warning: bubblewrap could not be installed; grading reports reduced isolation"
 
 python3 -m venv "$ROOT/venv"
 "$ROOT/venv/bin/python" -m pip install --no-cache-dir --disable-pip-version-check \
   -r "$SOURCE/requirements/grader.txt"
-
-# The student's code runs as this user: it owns nothing and cannot read the grader's files.
-if ! id -u kvlab-sandbox >/dev/null 2>&1; then
-  useradd --system --no-create-home --shell /usr/sbin/nologin kvlab-sandbox
-fi
 # The hidden tests and the harness live here: root only.
 chmod 700 "$SOURCE"

@@ -19,8 +19,8 @@ many slow submissions quickly (tests/test_hostile.py): `KVLAB_CALL_TIMEOUT` (sec
 student code, at most assignment.json's call_timeout_seconds) and `KVLAB_TIME_BUDGET` (seconds for
 the whole run, at most --time-budget). Gradescope sets neither; a value that is not a number of
 seconds is a grader fault. A third, `KVLAB_NO_BUBBLEWRAP=1`, grades as Gradescope's Docker does
-(where bubblewrap cannot start): the worker runs as the unprivileged user with file permissions as
-the only barrier. It never lets student code run as root: without an unprivileged identity that can
+(where bubblewrap cannot start): the worker runs as a uid of its own with file permissions as the
+only barrier. It never lets student code run as root: without an unprivileged identity that can
 run the interpreter, grading stops with a grader fault.
 
 Whenever the student's process shares the grader's identity (no unprivileged user: a grader that
@@ -41,7 +41,6 @@ import argparse
 import dataclasses
 import hashlib
 import os
-import pwd
 import shutil
 import stat
 import sys
@@ -76,8 +75,6 @@ TIME_BUDGET_SECONDS = 480.0
 # One test's wall-clock limit. The reference needs well under a second per test; each call into
 # student code separately has assignment.json's call_timeout_seconds.
 TEST_SECONDS = 60.0
-# Created by the Gradescope image's setup.sh; without it (a local run as root) the sandbox uses nobody.
-SANDBOX_USER = "kvlab-sandbox"
 # pytest reads these from the environment; a grading run takes its options from this file only.
 PYTEST_ENV = ("PYTEST_ADDOPTS", "PYTEST_PLUGINS")
 # Lower the per-call timeout and the whole run's budget (see the module docstring).
@@ -300,25 +297,15 @@ def hidden_from_student(assignment: Assignment, private: Path, results_path: Pat
     return sorted({p.resolve() for p in candidates if p.exists()})
 
 
-def sandbox_user() -> str | None:
-    """The unprivileged user for the worker, when the image made one (the sandbox picks otherwise)."""
-    try:
-        pwd.getpwnam(SANDBOX_USER)
-    except KeyError:
-        return None
-    return SANDBOX_USER
-
-
 def make_backend(mode: str, assignment: Assignment, modules_dir: Path, lib: Path,
                  private: Path, results_path: Path) -> Backend:
     """The student's code: a sandboxed worker that sees none of the grader's files, or (inprocess) this process."""
     if mode == "inprocess":
         return InProcessBackend(modules_dir, assignment.call_timeout_seconds)
     limits = Limits(call_timeout=assignment.call_timeout_seconds)
-    user = sandbox_user()
+    # As root, the worker runs as a uid of its own (the sandbox claims one), with or without bubblewrap.
     sandbox = Sandbox(modules_dir, [stage_library(lib)], limits=limits,
-                      hide=hidden_from_student(assignment, private, results_path), user=user,
-                      dedicated_user=user == SANDBOX_USER,
+                      hide=hidden_from_student(assignment, private, results_path),
                       bubblewrap=os.environ.get(NO_BUBBLEWRAP_ENV, "") != "1", config=COURSE)
     return SandboxBackend(sandbox)
 

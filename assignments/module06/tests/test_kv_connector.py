@@ -120,6 +120,10 @@ def test_same_keys_in_a_fresh_process(student: Any) -> None:
 
 @pytest.mark.task("kv_connector", points=1)
 def test_round_trip_and_misses(student: Any) -> None:
+    # A chunk another process wrote (another engine, through the store), before any object of this
+    # process is made: the grader may end this process for the fresh one.
+    elsewhere = kv_array(4, np.float32, seed=4)
+    data = student.fresh_call("kv_connector", "serialize_chunk", elsewhere, FINGERPRINT)
     serialize, deserialize = student.kv_connector.serialize_chunk, student.kv_connector.deserialize_chunk
     for dtype in ("float32", "float64"):
         kv = kv_array(6, dtype, seed=3)[:, :, 1::2]  # a strided view: not contiguous
@@ -134,10 +138,8 @@ def test_round_trip_and_misses(student: Any) -> None:
             f"a {dtype} chunk came back with other values (nan, -0.0 and inf included): a round trip must be exact, "
             "bit for bit. Likely cause: the payload is written in another element order than it is read"
         )
-    # A chunk another process wrote (another engine, through the store): read here, exactly, and its
-    # damaged copies as misses, from what its bytes carry alone.
-    elsewhere = kv_array(4, np.float32, seed=4)
-    data = student.fresh_call("kv_connector", "serialize_chunk", elsewhere, FINGERPRINT)
+    # The chunk the fresh process wrote: read here, exactly, and its damaged copies as misses, from
+    # what its bytes carry alone.
     got = deserialize(data, FINGERPRINT)
     assert isinstance(got, np.ndarray) and got.tobytes() == elsewhere.tobytes(), (
         f"deserialize_chunk of a chunk serialize_chunk wrote in another process returned {type(got).__name__}, not "
@@ -220,13 +222,7 @@ def test_store_and_load_across_connectors(student: Any) -> None:
     keys = student.kv_connector.chunk_keys(tokens, 4, FINGERPRINT)
     sizes = [len(store.get(key)) for key in keys]
     check_counters("after storing 3 chunks", first, {"chunks_stored": 3, "bytes_stored": sum(sizes)})
-    there = student.fresh_call("kv_connector", "deserialize_chunk", store.get(keys[2]), FINGERPRINT)
-    assert isinstance(there, np.ndarray) and there.dtype == kv.dtype and np.array_equal(there, kv[:, :, 8:12]), (
-        f"deserialize_chunk in a fresh process (another engine) of chunk 2, as store sent it, returned "
-        f"{type(there).__name__}, not that chunk. Likely cause: store must send serialize_chunk's bytes: another "
-        "engine, in another process, loads them through the store, so nothing kept in this process's memory may be "
-        "needed to read them"
-    )
+    sent = store.get(keys[2])  # read in a fresh process at the end (the grader may end this one for it)
     second = student.kv_connector.KVConnector(store, FINGERPRINT, 4)
     n = second.lookup(tokens + [7])
     loaded = second.load(tokens, n)
@@ -291,6 +287,13 @@ def test_store_and_load_across_connectors(student: Any) -> None:
             "before the store is read (Redis refuses an MGET of no keys with another error)")
     with pytest.raises(ValueError):
         second.store(tokens, kv[:, :, :8])  # KV of 8 tokens for 3 full chunks
+    there = student.fresh_call("kv_connector", "deserialize_chunk", sent, FINGERPRINT)
+    assert isinstance(there, np.ndarray) and there.dtype == kv.dtype and np.array_equal(there, kv[:, :, 8:12]), (
+        f"deserialize_chunk in a fresh process (another engine) of chunk 2, as store sent it, returned "
+        f"{type(there).__name__}, not that chunk. Likely cause: store must send serialize_chunk's bytes: another "
+        "engine, in another process, loads them through the store, so nothing kept in this process's memory may be "
+        "needed to read them"
+    )
 
 
 KV8 = kv_array(8, seed=9)

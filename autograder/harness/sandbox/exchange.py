@@ -63,6 +63,7 @@ class Exchange:
     # Why each worker stopped for cause (a timeout, a crash, invalid data), by the generation of its
     # objects: a proxy of that generation used later in the test is the student's failure.
     _stopped: dict[int, str]
+    _ended_for_fresh: set[int]
     _callback_depth: int
     _output: bytearray
     _dropped: int
@@ -90,6 +91,11 @@ class Exchange:
                 raise StaleObject(
                     f"{proxy._sbx_label} no longer exists: the student's process it lived in was stopped "
                     f"earlier in this test ({why})"
+                )
+            if proxy._sbx_generation in self._ended_for_fresh:
+                raise ReferenceError(
+                    f"{proxy._sbx_label} refers to a student object of a worker ended for a fresh call "
+                    "(without bubblewrap the main worker does not outlive one): use it before the fresh call"
                 )
             raise ReferenceError(
                 f"{proxy._sbx_label} refers to a student object from before the sandbox was reset "

@@ -6,6 +6,8 @@ In order of preference:
       to an unprivileged user with setpriv;
   (b) root without bubblewrap (Gradescope's Docker): the worker runs as the unprivileged user and
       the filesystem is protected by permissions only;
+the unprivileged user of (a) and (b) being, unless the caller names one, a uid of the sandbox's own
+(`identity.claim`), so that what the worker leaves outside its folder can be found and removed;
   (c) a grader that is not root: the grader's own identity, reported as reduced.
 A root grader whose unprivileged user cannot run the interpreter raises NoSafeIdentity: student
 code never runs as root.
@@ -23,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .identity import LOCKS, PROBE_UID, Identity
 from .limits import Limits
 
 # The environment of probes and of the worker (see Sandbox): nothing from the grader's.
@@ -149,8 +152,10 @@ def plan(
     home: Path,
     limits: Limits,
     bubblewrap: bool,
+    identity: Identity | None = None,
 ) -> Plan:
-    """The strongest isolation available here (see the module docstring)."""
+    """The strongest isolation available here (see the module docstring). As root the worker runs
+    as `user`, else as `identity` (a uid claimed for this sandbox alone), else as nobody."""
     limits_line = limits.describe()
     if os.geteuid() != 0:
         try:
@@ -166,13 +171,27 @@ def plan(
             report.append(f"reduced: not hidden: {', '.join(map(str, hide))}")
         return Plan([], {}, os.geteuid(), os.getegid(), report + [limits_line])
 
-    name = user or "nobody"
-    try:
-        entry = pwd.getpwnam(name)
-        uid, gid, why_not_user = entry.pw_uid, entry.pw_gid, None
-    except KeyError:
-        uid, gid, why_not_user = -1, -1, f"there is no user {name}"
-    who = f"unprivileged user {name} (uid {uid}, gid {gid}, no supplementary groups)"
+    if identity is not None:
+        uid, gid, why_not_user = identity.uid, identity.gid, None
+        # Every uid of the pool can do what one can (none owns a file or has a group): the probes
+        # run as PROBE_UID, so their cached answer serves every sandbox.
+        probe_uid = probe_gid = PROBE_UID
+        called = f"uid {uid}"
+        who = (f"unprivileged uid {uid} of its own (gid {gid}, no account, no supplementary groups): what it "
+               "leaves in the shared scratch folders and its System V IPC objects are removed with its folder")
+    else:
+        name = user or "nobody"
+        try:
+            entry = pwd.getpwnam(name)
+            uid, gid, why_not_user = entry.pw_uid, entry.pw_gid, None
+        except KeyError:
+            uid, gid, why_not_user = -1, -1, f"there is no user {name}"
+        probe_uid, probe_gid = uid, gid
+        called = f"user {name}"
+        who = f"unprivileged user {name} (uid {uid}, gid {gid}, no supplementary groups)"
+        if user is None:
+            who += ("; reduced: a user other programs may share, so what it leaves in /tmp is not removed "
+                    f"(no uid of its own could be claimed in {LOCKS})")
     readable = list(dict.fromkeys([*interpreter_paths(python), *site_packages]))
 
     bwrap = shutil.which("bwrap", path=BASE_ENV["PATH"])
@@ -188,7 +207,7 @@ def plan(
         # cannot run in it (it lives somewhere the bound-back folders do not cover).
         for system_only in (True, False):
             check = [bwrap, *bubblewrap_mounts([], readable, system_only=system_only), *NAMESPACES, "--",
-                     *_setpriv(setpriv, uid, gid), *_numpy_check(python, site_packages)]
+                     *_setpriv(setpriv, probe_uid, probe_gid), *_numpy_check(python, site_packages)]
             why_not_bwrap = probe(tuple(check))
             if why_not_bwrap is None:
                 break
@@ -218,15 +237,15 @@ def plan(
         return Plan(prefix, {}, uid, gid, report + [limits_line], bubblewrap=True)
 
     as_user = {"user": uid, "group": gid, "extra_groups": []}
-    why_not_user = why_not_user or probe(tuple(_numpy_check(python, site_packages)), uid, gid)
+    why_not_user = why_not_user or probe(tuple(_numpy_check(python, site_packages)), probe_uid, probe_gid)
     if why_not_user is not None:
         # Never root: run as root without bubblewrap, student code could rewrite the interpreter's
         # own files (it did once: every file of the standard library got a line appended).
         raise NoSafeIdentity(
-            f"the grader will not run student code as root, and the unprivileged user {name} cannot run "
+            f"the grader will not run student code as root, and the unprivileged {called} cannot run "
             f"{python} with the grader's packages ({why_not_user}). Staff: install the interpreter and "
             "the virtual environment where that user can read them (as autograder/gradescope/setup.sh "
-            "does: a venv in the autograder's folder, readable by all), or create the user."
+            "does: a venv in the autograder's folder, readable by all)" + (", or create the user." if user else ".")
         )
     network = f"reduced: network not disabled (no bubblewrap: {why_not_bwrap})"
     listed = ", ".join(map(str, hide))

@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from . import wireformat
+from . import identity, wireformat
 from .errors import WorkerDied
 from .isolation import BASE_ENV, Plan
 
@@ -30,9 +30,6 @@ PASSED_THROUGH_ENV = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 # rm -rf of a folder the worker could fill in one call's time: seconds at most.
 REMOVE_TIMEOUT = 120.0
-# Folders any user may write. Without bubblewrap, what a dedicated worker user leaves there counts
-# against its folder's limits and is removed with its folder (with bubblewrap it cannot write them).
-SHARED_SCRATCH = ("/tmp", "/var/tmp", "/dev/shm")
 
 
 class Ending(NamedTuple):
@@ -163,7 +160,8 @@ class WorkerProcess:
 
 
 class Resources:
-    """What must be released even if the Sandbox is never closed: the worker and the private folder.
+    """What must be released even if the Sandbox is never closed: the worker, the private folder and
+    the worker's identity.
 
     `root` holds `submitted/` (the student's files, read-only for the worker, which copies them into
     its home when it starts), the worker's scripts, and `home/`: with bubblewrap the mount point of
@@ -177,38 +175,46 @@ class Resources:
         self.submitted = root / "submitted"
         self.worker: WorkerProcess | None = None
         self.home_owner: tuple[int, int] | None = None  # (uid, gid) when not the grader's
-        # Whether that user is the sandbox's alone (setup.sh's kvlab-sandbox; not "nobody", which
-        # other programs on the machine may share): only then is what it owns in the shared
-        # scratch folders the worker's, to count and to remove.
-        self.dedicated_user = False
+        # The uid claimed for this sandbox alone (identity.claim), when the grader is root: only then
+        # is what that uid owns outside the folder the worker's, to count and to remove.
+        self.identity: identity.Identity | None = None
 
     def scratch(self) -> list[str]:
-        """What the worker's own dedicated user owns in SHARED_SCRATCH (nothing for a shared user)."""
-        if self.home_owner is None or not self.dedicated_user:
-            return []
-        return owned_entries(SHARED_SCRATCH, self.home_owner[0])
+        """What the worker's own uid owns in the shared scratch folders (nothing for a shared user)."""
+        return [] if self.identity is None else identity.owned_entries(self.identity.uid)
 
     def fresh_home(self) -> None:
         """An empty home folder, owned by the worker's user: nothing an earlier worker wrote remains,
-        in its folder or in the shared scratch folders."""
+        in its folder, in the shared scratch folders or in System V IPC objects."""
         for path in [*([str(self.home)] if self.home.exists() else []), *self.scratch()]:
             problem = remove_tree(Path(path))
             if problem is not None:
                 raise OSError(f"could not remove what the student's process wrote, {path}: {problem}")
+        if self.identity is not None:
+            problem = identity.remove_ipc(self.identity.uid, BASE_ENV)
+            if problem is not None:
+                raise OSError(f"could not remove the student's process's IPC objects: {problem}")
         self.home.mkdir(mode=0o700)
         if self.home_owner is not None:
             os.chown(self.home, *self.home_owner)
 
     def release(self) -> None:
-        """Stop the worker and remove the private folder; never raises (a problem goes to stderr,
-        the staff's log: cleaning up must not change a grade)."""
+        """Stop the worker, remove the private folder and what the worker's uid owns, and give the
+        uid back; never raises (a problem goes to stderr, the staff's log: cleaning up must not
+        change a grade)."""
         try:
             if self.worker is not None:
                 worker, self.worker = self.worker, None
                 worker.stop(kill=True, keep_output=lambda chunk: None)
         finally:
-            for path in [str(self.root), *self.scratch()]:
-                problem = remove_tree(Path(path))
+            problems = [(path, remove_tree(Path(path))) for path in [str(self.root), *self.scratch()]]
+            if self.identity is not None:
+                problems.append(("IPC objects", identity.remove_ipc(self.identity.uid, BASE_ENV)))
+                if not any(problem for _, problem in problems):
+                    self.identity.release()
+                # else the uid stays claimed until this process ends, and the next sandbox to claim
+                # it removes what is left (fresh_home)
+            for path, problem in problems:
                 if problem is not None:
                     print(f"sandbox: could not remove {path}: {problem}", file=sys.stderr)
 
@@ -235,18 +241,6 @@ def remove_tree(path: Path) -> str | None:
         except (OSError, subprocess.SubprocessError) as exc:
             problem = str(exc)
     return None if not os.path.lexists(path) else problem or "still there"
-
-
-def owned_entries(folders: tuple[str, ...], uid: int) -> list[str]:
-    """The entries directly in `folders` that belong to `uid`."""
-    found = []
-    for folder in folders:
-        try:
-            with os.scandir(folder) as listing:
-                found += [entry.path for entry in listing if entry.stat(follow_symlinks=False).st_uid == uid]
-        except OSError:
-            continue  # a folder this machine does not have
-    return found
 
 
 def folder_usage(path: str, max_entries: int, max_depth: int) -> tuple[int, int, str | None]:

@@ -23,7 +23,7 @@ from typing import Any, Iterator, Sequence
 
 import numpy as np
 
-from . import isolation, process
+from . import identity, isolation, process
 from .config import NAME, QUALNAME, SandboxConfig
 from .errors import (
     ProtocolError,
@@ -80,10 +80,10 @@ class Sandbox(Exchange):
     `modules_dir`: the student's files (copied into a private folder the worker may write to).
     `lib_dirs`: folders put on the worker's sys.path (the course library); not writable by it.
     `hide`: paths the worker must not see (enforced with bubblewrap; otherwise reported as reduced).
-    `user`: the unprivileged user for the worker when the grader is root ("nobody" by default).
-    `dedicated_user`: that user exists for the sandbox alone (no other program runs as it), so
-    without bubblewrap what it owns in /tmp, /var/tmp and /dev/shm is the worker's: counted against
-    the folder limits and removed with the folder. Never claim it for a shared user such as nobody.
+    `user`: the unprivileged user for the worker when the grader is root. By default a uid of the
+    sandbox's own (`identity.claim`; nobody if none can be claimed), so that without bubblewrap what
+    it owns in the shared scratch folders (/tmp, /dev/shm, ...) is the worker's: counted against the
+    folder limits and removed with the folder, as are its System V IPC objects.
     `python`: the worker's interpreter. A root grader never runs student code as root: when `user`
     cannot run it, the constructor raises `NoSafeIdentity` (a grader fault, for the staff).
     `bubblewrap`: False skips bubblewrap (to exercise the fallback, or where it misbehaves).
@@ -114,7 +114,6 @@ class Sandbox(Exchange):
         limits: Limits = Limits(),
         hide: Sequence[Path] = (),
         user: str | None = None,
-        dedicated_user: bool = False,
         python: str = sys.executable,
         bubblewrap: bool = True,
         config: SandboxConfig = SandboxConfig(),
@@ -143,6 +142,7 @@ class Sandbox(Exchange):
         self._res = Resources(root)
         self._finalizer = weakref.finalize(self, self._res.release)
         try:
+            self._res.identity = identity.claim() if user is None else None
             os.chmod(root, 0o755)  # the unprivileged worker must reach home/ and read worker.py
             self._home = self._res.home
             self._script = process.place_scripts(root)
@@ -150,11 +150,10 @@ class Sandbox(Exchange):
             self._plan = isolation.plan(
                 python=self._python, user=user, hide=[Path(os.path.realpath(p)) for p in hide],
                 lib_dirs=self._lib_dirs, site_packages=self._site_packages, root_dir=root,
-                home=self._home, limits=limits, bubblewrap=bubblewrap,
+                home=self._home, limits=limits, bubblewrap=bubblewrap, identity=self._res.identity,
             )
             if self._plan.uid != os.geteuid():
                 self._res.home_owner = (self._plan.uid, self._plan.gid)
-                self._res.dedicated_user = dedicated_user and user is not None
             self._res.fresh_home()
         except BaseException:
             self._finalizer()
@@ -168,6 +167,7 @@ class Sandbox(Exchange):
         self.launches = 0  # workers started so far: a change between two cpu_seconds() readings voids them
         self._generation = 0  # bumped whenever the worker's object table is dropped
         self._stopped: dict[int, str] = {}
+        self._ended_for_fresh: set[int] = set()  # generations whose worker fresh() ended
         # (proxy key, name) of the attributes the worker reported as methods of the object's class
         # (Proxy.__getattr__ then skips the lookup: one round trip per call instead of two).
         # Dropped with the object table.
@@ -239,7 +239,21 @@ class Sandbox(Exchange):
     def fresh(self) -> Sandbox:
         """A new sandbox with the same settings: a new private folder holding only the submitted
         files (nothing this sandbox's worker wrote), a new process, the same limits and isolation.
-        The caller closes it."""
+        The caller closes it.
+
+        Without bubblewrap this sandbox's worker is ended first, and what it wrote removed, as
+        between two submissions: the sibling would otherwise share the machine's /tmp, /dev/shm,
+        network and process list with it, and a living process can hand its state over many of
+        those (a file, an abstract socket's name, its own command line). Its objects are gone
+        (using one raises ReferenceError: a test must be done with them before a fresh call); the
+        next request starts a new worker."""
+        if not self._plan.bubblewrap:
+            if self._res.worker is not None:
+                self._ended_for_fresh.add(self._generation)
+                self._discard()
+            if self._home_used:
+                self._res.fresh_home()
+                self._home_used = False
         return Sandbox(**self._settings)
 
     def reset(self) -> None:

@@ -150,9 +150,10 @@ def read_problem(what: str, read: Callable[[], Any], expected: np.ndarray, cause
 
 def elsewhere_problem(student: Any) -> str | None:
     """None if deserialize_chunk reads back exactly the chunk another process wrote; else what it did."""
+    data = written_elsewhere(student)  # before any object of the main worker: the grader may end it for this
     return read_problem(
         "deserialize_chunk of a chunk serialize_chunk wrote in another process",
-        lambda: student.kv_connector.deserialize_chunk(written_elsewhere(student), FINGERPRINT), ELSEWHERE_KV,
+        lambda: student.kv_connector.deserialize_chunk(data, FINGERPRINT), ELSEWHERE_KV,
         "the bytes do not carry the chunk (its header and every payload byte): another engine reads them through "
         "the store, so nothing kept in this process's memory may be needed to read them")
 
