@@ -142,6 +142,21 @@ class SandboxBackend:
         # Both sides, each measured by this process: the worker's CPU time from /proc (student
         # code cannot fake it, nor hide work in a private copy of the model there), and this
         # process's own (the forward calls the worker sends here, run on the student's cache).
+        return self._timed(True, function, args, kwargs)
+
+    def cpu_seconds_local(self, function: Any, *args: Any, **kwargs: Any) -> tuple[Any, float]:
+        # The worker's own copy of the model: nothing it computes is trusted, and the guard that
+        # asks checks the results; the work is timed in one process, with no callback per forward.
+        # The worker's CPU time alone: this process then runs nothing for the student's code, only
+        # its own encoding and decoding, which cost up to 30 ms of a 25 ms decode after a long one
+        # (halving a recomputing decode's ratio), and which a submission could inflate on purpose.
+        with self.sandbox.library_local():
+            return self._timed(False, function, args, kwargs)
+
+    def _timed(self, count_here: bool, function: Any, args: tuple[Any, ...],
+               kwargs: dict[str, Any]) -> tuple[Any, float]:
+        """(function(*args, **kwargs), the worker's CPU seconds during it, plus this process's own
+        when `count_here`)."""
         worker_before, here_before = self.sandbox.cpu_seconds(), time.process_time()
         launches = self.sandbox.launches
         result = function(*args, **kwargs)
@@ -153,13 +168,7 @@ class SandboxBackend:
         worker_after = self.sandbox.cpu_seconds()
         if worker_before is None or worker_after is None:
             raise GraderFault("the worker's CPU time could not be read around a timed call")
-        return result, here + worker_after - worker_before
-
-    def cpu_seconds_local(self, function: Any, *args: Any, **kwargs: Any) -> tuple[Any, float]:
-        # The worker's own copy of the model: nothing it computes is trusted, and the guard that
-        # asks checks the results; the work is timed in one process, with no callback per forward.
-        with self.sandbox.library_local():
-            return self.cpu_seconds(function, *args, **kwargs)
+        return result, (here if count_here else 0.0) + worker_after - worker_before
 
     def captured_output(self) -> str:
         return self.sandbox.captured_output()

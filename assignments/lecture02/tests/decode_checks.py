@@ -353,11 +353,12 @@ def count_problem(counts: dict[str, int], T0: int, n_new: int, B: int) -> str | 
 # runs uncounted, but not untimed). A model wide enough that one position's matmuls outweigh a
 # step's fixed costs, and a batch of 8 so that recomputing costs eight times as much while a cached
 # step's fixed costs stay the same; few steps, so that a cached decode stays far inside a call's
-# time limit. The decode runs whole in the student's process (student.cpu_seconds_local), so the
-# sandbox adds only a per-call cost (the weights and results crossing once), which lowers the
-# cached ratio. Measured on one core for n = 16, batch 8: a cached decode takes 3.4-4.5x the CPU
-# time for 6n new tokens as for n in the grader (12-18 ms and 52-81 ms), 5.6-8.1x in process; a
-# recomputing one 22-50x in the grader, 46-48x in process. The limit sits 1.5x above the first and
+# time limit. The decode runs whole in the student's process (student.cpu_seconds_local: the
+# grader counts that process's CPU time alone), so the sandbox adds only a per-call cost (the
+# weights and results crossing once), which lowers the cached ratio. Measured for n = 16, batch 8:
+# a cached decode takes 4.2-5.7x the CPU time for 6n new tokens as for n in the grader (7-11 ms
+# and 34-49 ms), 4.5-8.8x in process; a recomputing one (the model's source pasted into the
+# submission) 20-31x in the grader, 22-32x in process. The limit sits 1.4x above the first and
 # nearly 2x below the second.
 COST_CFG = config_like(TINY, vocab=128, d_model=64, n_layers=2, n_heads=4, n_kv_heads=2, d_head=16, d_ff=256,
                        max_seq=512, name="tiny-wide")
