@@ -15,6 +15,7 @@ runner's log is printed to help find out why).
 from __future__ import annotations
 
 import argparse
+import errno
 import json
 import os
 import shutil
@@ -37,6 +38,7 @@ from kvlab.tables import format_table
 RUN_TIMEOUT_SECONDS = 40 * 60
 EXIT_USAGE = 2
 EXIT_GRADER_FAULT = 3
+ETXTBSY_ATTEMPTS = 40  # 2 s in all
 
 
 @dataclass
@@ -61,6 +63,24 @@ def unpack(package: Path, source: Path) -> None:
                 os.chmod(target, mode)
 
 
+def start_runner(script: Path, root: Path, env: dict[str, str]) -> subprocess.Popen[bytes]:
+    """Start run_autograder. Executing a file fails with ETXTBSY while any process holds it open for
+    writing, and a fork in another thread (grade_all grades several at once) copies the descriptor
+    another thread's unzip still holds until that child's exec: a moment, so try again."""
+    def start() -> subprocess.Popen[bytes]:
+        return subprocess.Popen([str(script)], cwd=root, env=env, stdin=subprocess.DEVNULL,
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
+
+    for _ in range(ETXTBSY_ATTEMPTS - 1):
+        try:
+            return start()
+        except OSError as error:
+            if error.errno != errno.ETXTBSY:
+                raise
+            time.sleep(0.05)
+    return start()
+
+
 def grade_submission(package: Path, submission: Path, out: Path, python: str = sys.executable) -> Graded:
     """Run the package's run_autograder on `submission` in a fresh /autograder-like folder."""
     with tempfile.TemporaryDirectory(prefix="kvlab-autograder-") as name:
@@ -74,8 +94,7 @@ def grade_submission(package: Path, submission: Path, out: Path, python: str = s
         (root / "results").mkdir()
         env = {**os.environ, "AUTOGRADER_ROOT": str(root), "KVLAB_PYTHON": python}
         started = time.monotonic()
-        process = subprocess.Popen([str(source / "run_autograder")], cwd=root, env=env, stdin=subprocess.DEVNULL,
-                                   stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
+        process = start_runner(source / "run_autograder", root, env)
         try:
             log, _ = process.communicate(timeout=RUN_TIMEOUT_SECONDS)
         except subprocess.TimeoutExpired:

@@ -290,9 +290,11 @@ def test_fallback_without_bubblewrap_is_reported_and_works(folders: dict[str, Pa
 @pytest.mark.skipif(os.geteuid() != 0, reason="only a root grader could run student code as root")
 @pytest.mark.parametrize("bubblewrap", [True, False], ids=["bubblewrap", "no-bubblewrap"])
 def test_no_unprivileged_identity_stops_instead_of_running_as_root(
-    folders: dict[str, Path], bubblewrap: bool,
+    folders: dict[str, Path], bubblewrap: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """Forced with a user that does not exist: no payload ever runs here."""
+    """Forced with a user that does not exist: no payload ever runs here. The sandbox's folder goes in
+    tmp_path, where no other test's sandbox can appear meanwhile."""
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     before = sandbox_folders()
     with pytest.raises(NoSafeIdentity) as refusal:
         Sandbox(folders["student"], [folders["lib"]], bubblewrap=bubblewrap, user="no-such-user-kvlab")
