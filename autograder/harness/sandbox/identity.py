@@ -122,9 +122,9 @@ def owned_ipc(uid: int) -> list[str]:
         try:
             with open(f"/proc/sysvipc/{table}", encoding="ascii") as file:
                 header, *rows = [line.split() for line in file]
+            columns = {name: header.index(name) for name in (id_column, "uid", "cuid")}
         except (OSError, ValueError):
-            continue
-        columns = {name: header.index(name) for name in (id_column, "uid", "cuid")}
+            continue  # no such table here (a kernel without System V IPC), or another layout
         for row in rows:
             if str(uid) in (row[columns["uid"]], row[columns["cuid"]]):
                 arguments += [option, row[columns[id_column]]]

@@ -6,9 +6,9 @@ In order of preference:
       to an unprivileged user with setpriv;
   (b) root without bubblewrap (Gradescope's Docker): the worker runs as the unprivileged user and
       the filesystem is protected by permissions only;
-the unprivileged user of (a) and (b) being, unless the caller names one, a uid of the sandbox's own
-(`identity.claim`), so that what the worker leaves outside its folder can be found and removed;
   (c) a grader that is not root: the grader's own identity, reported as reduced.
+The unprivileged user of (a) and (b) is, unless the caller names one, a uid of the sandbox's own
+(`identity.claim`), so that what the worker leaves outside its folder can be found and removed.
 A root grader whose unprivileged user cannot run the interpreter raises NoSafeIdentity: student
 code never runs as root.
 Each probe runs a real interpreter importing numpy, once per grader process.
