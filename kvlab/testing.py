@@ -8,7 +8,6 @@ with the same behaviour (`autograder/harness/plugin.py`); tests never reach stud
 """
 from __future__ import annotations
 
-import gc
 import importlib
 import json
 import os
@@ -129,18 +128,9 @@ class Submission:
         the grader adds up the CPU time of every process the call runs in (the student's worker,
         read from outside it, and its own), so work hidden anywhere is counted.
         """
-        # The collector's pauses belong to the whole process (pytest's objects, the traces), not to
-        # the call: one landing in a short timed call made an honest decode look 12.8x. Paused for
-        # the call (a cost guard's calls are short), it collects afterwards what the call left.
-        collecting = gc.isenabled()
-        gc.disable()
-        try:
-            started = time.process_time()
-            result = function(*args, **kwargs)
-            return result, time.process_time() - started
-        finally:
-            if collecting:
-                gc.enable()
+        started = time.process_time()
+        result = function(*args, **kwargs)
+        return result, time.process_time() - started
 
     def cpu_seconds_local(self, function: Any, *args: Any, **kwargs: Any) -> tuple[Any, float]:
         """cpu_seconds, with the course library's model run in the student's process too.

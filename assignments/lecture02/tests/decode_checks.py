@@ -401,20 +401,23 @@ def measure_work(student: Any) -> str | None:
     n, k = COST_N_NEW, COST_FACTOR
     ratios: list[float] = []
     # A second try only when the first looks superlinear: one unlucky pause must not cost the points.
-    # Each try is judged on its own pair, timed one right after the other: the machine's speed drifts
+    # Each try is judged on its own runs, timed one right after the other: the machine's speed drifts
     # (a process's first decodes ran at about half the CPU time of its later ones here), and a short
     # run from a fast moment beside a long one from a slow moment made an honest decode look 14.5x.
+    # So the long run is bracketed by two short ones and compared with their mean, which cancels a
+    # drift that is steady over the three (in-process gradings of the reference still reached 13.6x
+    # against one short run, about once in twenty, in a slow hour).
     for attempt in range(2):
         times = []
-        for size in (n, k * n):
+        for index, size in enumerate((n, k * n, n)):
             try:
-                seconds, problem = timed_decode(student, params, 700 + 2 * attempt + (size != n), size)
+                seconds, problem = timed_decode(student, params, 700 + 3 * attempt + index, size)
             except Exception as error:  # a student's exception, or the grader's per-call timeout
                 return f"greedy_decode of {size} new tokens on {describe(COST_CFG)} raised {type(error).__name__}: {error}"
             if problem:
                 return problem
             times.append(seconds)
-        ratios.append(times[1] / max(times[0], 1e-6))
+        ratios.append(times[1] / max((times[0] + times[2]) / 2, 1e-6))
         if ratios[-1] <= COST_RATIO_LIMIT:
             return None
     ratio = min(ratios)
