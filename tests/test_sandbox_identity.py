@@ -5,6 +5,7 @@ Without bubblewrap these run the worker on an interpreter the unprivileged uid c
 system's, with this venv's packages, as Gradescope's image does) and skip where there is none."""
 from __future__ import annotations
 
+import errno
 import fcntl
 import os
 import shutil
@@ -19,14 +20,17 @@ from suite_support import readable_python
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="a grader that is not root runs the worker as itself")
 
-# Leaves a file in /tmp and /dev/shm, a System V segment and an abstract socket (kept bound while the
-# process lives), each named after its uid; `seen(uid)` looks for all four from another process.
+# Leaves a file in /tmp and /dev/shm, a System V semaphore set (the worker may make no segment) and an
+# abstract socket (kept bound while the process lives), each named after its uid; `seen(uid)` looks for
+# all four from another process. `outside_memory()` tries what would hold memory outside RLIMIT_AS.
 STUDENT = '''
 import ctypes, os, socket
 
 KEPT = []
-_libc = ctypes.CDLL(None)
+_libc = ctypes.CDLL(None, use_errno=True)
+_libc.semget.restype, _libc.semget.argtypes = ctypes.c_int, [ctypes.c_int, ctypes.c_int, ctypes.c_int]
 _libc.shmget.restype, _libc.shmget.argtypes = ctypes.c_int, [ctypes.c_int, ctypes.c_size_t, ctypes.c_int]
+_libc.msgget.restype, _libc.msgget.argtypes = ctypes.c_int, [ctypes.c_int, ctypes.c_int]
 
 
 def _names(uid):
@@ -41,18 +45,31 @@ def leave():
                 file.write("state")
         except OSError:
             pass  # bubblewrap's view: nothing is writable outside the worker's folder
-    segment = _libc.shmget(key, 4096, 0o1000 | 0o666)
+    semaphores = _libc.semget(key, 1, 0o1000 | 0o666)
     sock = socket.socket(socket.AF_UNIX)
     sock.bind("\\0" + name)
     KEPT.append(sock)
-    return os.getuid(), segment >= 0
+    return os.getuid(), semaphores >= 0
 
 
 def seen(uid):
     files, key, name = _names(uid)
     with open("/proc/net/unix") as table:
         sockets = sum(name in line for line in table)
-    return [p for p in files if os.path.exists(p)], _libc.shmget(key, 0, 0) >= 0, sockets
+    return [p for p in files if os.path.exists(p)], _libc.semget(key, 0, 0) >= 0, sockets
+
+
+def outside_memory():
+    refused = {}
+    try:
+        os.close(os.memfd_create("x"))
+    except OSError as error:
+        refused["memfd_create"] = error.errno
+    for name, call in (("shmget", lambda: _libc.shmget(0, 1 << 20, 0o1000 | 0o600)),
+                       ("msgget", lambda: _libc.msgget(0, 0o1000 | 0o600))):
+        if call() < 0:
+            refused[name] = ctypes.get_errno()
+    return refused
 
 
 def uid():
@@ -136,9 +153,9 @@ def test_each_sandbox_holds_a_uid_of_its_own(sandbox: Sandbox, student_dir: Path
 
 def test_what_the_worker_leaves_outside_its_folder_goes_with_it(student_dir: Path) -> None:
     with open_sandbox(student_dir, False) as box:
-        uid, made_segment = box.module("stud").leave()
-        assert made_segment and len(identity.owned_entries(uid)) == 2 and identity.owned_ipc(uid), (
-            "the worker should have left two files and a System V segment, the things this test removes")
+        uid, made_semaphores = box.module("stud").leave()
+        assert made_semaphores and len(identity.owned_entries(uid)) == 2 and identity.owned_ipc(uid), (
+            "the worker should have left two files and a System V semaphore set, the things this test removes")
     assert identity.owned_entries(uid) == [], f"uid {uid} still owns {identity.owned_entries(uid)}"
     assert identity.owned_ipc(uid) == [], f"uid {uid} still owns the IPC objects {identity.owned_ipc(uid)}"
 
@@ -148,13 +165,22 @@ def test_a_fresh_sibling_starts_from_nothing_of_the_main_worker(sandbox: Sandbox
     thing = main.Thing()
     uid, _ = main.leave()
     with sandbox.fresh() as sibling:
-        files, segment, sockets = sibling.module("stud").seen(uid)
+        files, semaphores, sockets = sibling.module("stud").seen(uid)
         assert sibling.worker_uid != uid, "the sibling must run as a uid of its own"
-    assert (files, segment, sockets) == ([], False, 0), (
-        f"a fresh sibling found the main worker's files {files}, segment {segment}, sockets {sockets}")
+    assert (files, semaphores, sockets) == ([], False, 0), (
+        f"a fresh sibling found the main worker's files {files}, semaphores {semaphores}, sockets {sockets}")
     if bubblewrap:
         thing.mark = 1  # with bubblewrap the main worker lives on beside its sibling
     else:
         with pytest.raises(ReferenceError, match="ended for a fresh call"):
             thing.mark = 1
     assert sandbox.module("stud").uid() == uid, "the main sandbox must go on serving calls, as its own uid"
+
+
+def test_memory_outside_the_address_space_is_refused(sandbox: Sandbox) -> None:
+    """RLIMIT_AS does not count memory files or System V segments and queues (which outlive the
+    process): the worker's seccomp filter refuses them, with EPERM."""
+    refused = sandbox.module("stud").outside_memory()
+    assert refused == {"memfd_create": errno.EPERM, "shmget": errno.EPERM, "msgget": errno.EPERM}, (
+        f"expected memfd_create, shmget and msgget refused with EPERM, got {refused}")
+    assert not any(line.startswith("reduced: memory files") for line in sandbox.isolation), sandbox.isolation

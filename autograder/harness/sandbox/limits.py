@@ -34,5 +34,6 @@ class Limits:
             f"limits: {self.cpu_seconds} s CPU, {self.memory_bytes >> 20} MB address space, "
             f"{self.max_processes} new processes, {self.file_bytes >> 20} MB per file written, "
             f"{self.disk_bytes >> 20} MB and {self.disk_files} files and folders in its folder, "
-            f"{self.call_timeout:g} s CPU time per call ({self.wall_seconds(self.call_timeout):g} s wall clock)"
+            f"{self.call_timeout:g} s CPU time per call ({self.wall_seconds(self.call_timeout):g} s wall clock), "
+            "no memory files or System V shared memory or message queues (seccomp)"
         )

@@ -445,5 +445,11 @@ class Sandbox(Exchange):
             worker.cpu_pid = found
         elif pid != worker.proc.pid:
             raise self._protocol_failure(f"the worker claims pid {pid}", "start-up")
+        unfiltered = reply.get("unfiltered")
+        if unfiltered is not None:  # said before any student code ran: the worker's own words
+            note = f"reduced: memory files and System V memory not refused ({str(unfiltered)[:200]})"
+            if note not in self.isolation:
+                self.isolation.append(note)
+                print(f"sandbox: {note}", file=sys.stderr)
         worker.ready = True
         self.last_start_seconds = time.perf_counter() - worker.launched

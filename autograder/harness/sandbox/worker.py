@@ -105,6 +105,56 @@ def forbid_new_privileges() -> None:
     ctypes.CDLL(None, use_errno=True).prctl(38, 1, 0, 0, 0)
 
 
+# Memory a process can hold outside RLIMIT_AS: memory files (memfd_create, memfd_secret), System V
+# shared-memory segments (shmget) and message queues (msgget), the last two outliving the process:
+# 8 segments of 128 MB took a 768 MB grading's trusted process down with the worker. Their system
+# call numbers by machine (audit architecture, as seccomp reports it); every other architecture's
+# calls are refused outright.
+OUTSIDE_MEMORY_CALLS = {
+    0xC000003E: (319, 447, 29, 68),  # x86_64: memfd_create, memfd_secret, shmget, msgget
+    0xC00000B7: (279, 447, 194, 186),  # aarch64
+}
+
+
+def refuse_memory_outside_limits() -> str | None:
+    """A seccomp filter: the calls of OUTSIDE_MEMORY_CALLS fail with EPERM, as does any system call
+    of another architecture's calling convention (x86_64's 32-bit one, say); None, or why it could
+    not be installed. Needs PR_SET_NO_NEW_PRIVS (forbid_new_privileges) first."""
+    import ctypes
+    import platform
+
+    arch = {"x86_64": 0xC000003E, "aarch64": 0xC00000B7}.get(platform.machine())
+    if arch is None:
+        return f"no filter for this machine ({platform.machine()})"
+    calls = OUTSIDE_MEMORY_CALLS[arch]
+    ld_abs, and_k, jeq_k, ret_k = 0x20, 0x54, 0x15, 0x06  # BPF_LD|W|ABS, ALU|AND|K, JMP|JEQ|K, RET|K
+    allow, refuse = 0x7FFF0000, 0x00050000 | 1  # SECCOMP_RET_ALLOW, SECCOMP_RET_ERRNO | EPERM
+    program = [
+        (ld_abs, 0, 0, 4),  # seccomp_data.arch
+        (jeq_k, 1, 0, arch),
+        (ret_k, 0, 0, refuse),
+        (ld_abs, 0, 0, 0),  # seccomp_data.nr
+        (and_k, 0, 0, 0x3FFFFFFF),  # x86_64's x32 calls add 0x40000000 to the same numbers
+        *[(jeq_k, len(calls) - i, 0, nr) for i, nr in enumerate(calls)],
+        (ret_k, 0, 0, allow),
+        (ret_k, 0, 0, refuse),
+    ]
+
+    class Instruction(ctypes.Structure):
+        _fields_ = [("code", ctypes.c_uint16), ("jt", ctypes.c_uint8), ("jf", ctypes.c_uint8), ("k", ctypes.c_uint32)]
+
+    class Program(ctypes.Structure):
+        _fields_ = [("len", ctypes.c_uint16), ("filter", ctypes.POINTER(Instruction))]
+
+    instructions = (Instruction * len(program))(*program)
+    fprog = Program(len(program), instructions)
+    libc = ctypes.CDLL(None, use_errno=True)
+    # prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &fprog)
+    if libc.prctl(22, 2, ctypes.byref(fprog), 0, 0) != 0:
+        return f"seccomp refused: {os.strerror(ctypes.get_errno())}"
+    return None
+
+
 def safe_str(value: object) -> str:
     """str(value), or a placeholder when the student's __str__ fails."""
     try:
@@ -542,13 +592,15 @@ def main() -> None:
     apply_limits(init["limits"])
     volunteer_for_oom()
     forbid_new_privileges()
+    unfiltered = refuse_memory_outside_limits()
     seed_home(init["seed"], init["home"])
     # sys.path: the student's folder, the course library, this interpreter's standard library (all
     # that -I -S leaves) and the grader's site-packages (for numpy), whose .pth files are not run.
     sys.path[:] = [init["home"], *init["lib_dirs"], *sys.path, *init["site_packages"]]
     worker = Worker(req_fd, resp_fd, init)
     worker.install_remote(init["remote"], init["lib_dirs"])
-    send(resp_fd, {"seq": init["seq"], "ok": True, "pid": os.getpid(), "numpy": worker.np.__version__}, [])
+    send(resp_fd, {"seq": init["seq"], "ok": True, "pid": os.getpid(), "numpy": worker.np.__version__,
+                   "unfiltered": unfiltered}, [])
     worker.serve()
 
 
