@@ -39,11 +39,15 @@ IPC_TABLES = (("shm", "shmid", "--shmem-id"), ("sem", "semid", "--semaphore-id")
 
 @dataclass
 class Identity:
-    """A claimed uid (its gid has the same number) and the open lock file that holds the claim."""
+    """A claimed uid and the open lock file that holds the claim."""
 
     uid: int
-    gid: int
     lock_fd: int
+
+    @property
+    def gid(self) -> int:
+        """The worker's group: the same number, no group of the system's either (see `unused`)."""
+        return self.uid
 
     def release(self) -> None:
         """Give the uid back to the pool (after what it owns was removed)."""
@@ -98,7 +102,7 @@ def claim() -> Identity | None:
         except OSError:
             os.close(fd)
             continue
-        return Identity(uid, uid, fd)
+        return Identity(uid, fd)
     return None
 
 

@@ -251,9 +251,7 @@ class Sandbox(Exchange):
             if self._res.worker is not None:
                 self._ended_for_fresh.add(self._generation)
                 self._discard()
-            if self._home_used:
-                self._res.fresh_home()
-                self._home_used = False
+            self._empty_home()
         return Sandbox(**self._settings)
 
     def reset(self) -> None:
@@ -408,8 +406,7 @@ class Sandbox(Exchange):
         Every worker starts from the submitted files only: under bubblewrap its home is a new
         tmpfs; otherwise the folder an earlier worker used is emptied first.
         """
-        if self._home_used:
-            self._res.fresh_home()
+        self._empty_home()
         self._home_used = not self._plan.bubblewrap
         self._disk_checked, self._disk_checked_cpu = 0.0, 0.0
         self.sent.clear()
@@ -426,6 +423,12 @@ class Sandbox(Exchange):
             **self.config.for_worker(),
         }
         self._res.worker = process.launch(self._plan, self._python, self._script, self._home, init)
+
+    def _empty_home(self) -> None:
+        """Remove what a worker wrote on disk (its folder, its uid's scratch and IPC objects), if one did."""
+        if self._home_used:
+            self._res.fresh_home()
+            self._home_used = False
 
     def _await_ready(self, worker: WorkerProcess) -> None:
         """Wait until a launched worker has applied its limits and imported numpy."""

@@ -108,11 +108,11 @@ def forbid_new_privileges() -> None:
 # Memory a process can hold outside RLIMIT_AS: memory files (memfd_create, memfd_secret), System V
 # shared-memory segments (shmget) and message queues (msgget), the last two outliving the process:
 # 8 segments of 128 MB took a 768 MB grading's trusted process down with the worker. Their system
-# call numbers by machine (audit architecture, as seccomp reports it); every other architecture's
-# calls are refused outright.
+# call numbers by machine, with its audit architecture (as seccomp reports it); every other
+# architecture's calls are refused outright.
 OUTSIDE_MEMORY_CALLS = {
-    0xC000003E: (319, 447, 29, 68),  # x86_64: memfd_create, memfd_secret, shmget, msgget
-    0xC00000B7: (279, 447, 194, 186),  # aarch64
+    "x86_64": (0xC000003E, (319, 447, 29, 68)),  # memfd_create, memfd_secret, shmget, msgget
+    "aarch64": (0xC00000B7, (279, 447, 194, 186)),
 }
 
 
@@ -123,10 +123,9 @@ def refuse_memory_outside_limits() -> str | None:
     import ctypes
     import platform
 
-    arch = {"x86_64": 0xC000003E, "aarch64": 0xC00000B7}.get(platform.machine())
-    if arch is None:
+    if platform.machine() not in OUTSIDE_MEMORY_CALLS:
         return f"no filter for this machine ({platform.machine()})"
-    calls = OUTSIDE_MEMORY_CALLS[arch]
+    arch, calls = OUTSIDE_MEMORY_CALLS[platform.machine()]
     ld_abs, and_k, jeq_k, ret_k = 0x20, 0x54, 0x15, 0x06  # BPF_LD|W|ABS, ALU|AND|K, JMP|JEQ|K, RET|K
     allow, refuse = 0x7FFF0000, 0x00050000 | 1  # SECCOMP_RET_ALLOW, SECCOMP_RET_ERRNO | EPERM
     program = [
