@@ -9,6 +9,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -26,6 +27,7 @@ from autograder.harness.sandbox import (
     WorkerTimeout,
 )
 from autograder.harness.course import COURSE
+from autograder.harness.plugin import SandboxBackend
 from autograder.harness.sandbox import isolation, kept, wire, wireformat
 from autograder.harness.sandbox.errors import explain_exit
 from kvlab import model
@@ -575,7 +577,17 @@ def test_remote_functions_get_the_sent_arrays_read_only(stud: Proxy, box: Sandbo
     assert seen and all(seen), f"{seen.count(False)} of the {len(seen)} weights reached forward as copies"
 
 
-def test_library_local_runs_the_remote_functions_in_the_worker(stud: Proxy, box: Sandbox,
+def _in_library_local(box: Sandbox, function: Any, *args: Any) -> Any:
+    with box.library_local():
+        return function(*args)
+
+
+@pytest.mark.parametrize("local", [
+    _in_library_local,
+    # What the lecture-2 decode tests use (decode_checks.decoded): the grader's student.run_local.
+    lambda box, function, *args: SandboxBackend(box).run_local(function, *args),
+], ids=["library_local", "run_local"])
+def test_library_local_runs_the_remote_functions_in_the_worker(stud: Proxy, box: Sandbox, local: Any,
                                                                monkeypatch: pytest.MonkeyPatch) -> None:
     """Inside `library_local` the worker's forward is its own copy (no callback, nothing run here);
     outside, and after the block, it calls back again."""
@@ -583,9 +595,8 @@ def test_library_local_runs_the_remote_functions_in_the_worker(stud: Proxy, box:
     expected, ran_here = model.forward(params, model.TINY, tokens), []
     real = model.forward
     monkeypatch.setattr(model, "forward", lambda *args, **kwargs: ran_here.append(1) or real(*args, **kwargs))
-    with box.library_local():
-        local = stud.logits(params, model.TINY, tokens)
-    assert np.array_equal(local, expected) and not ran_here, (
+    got = local(box, stud.logits, params, model.TINY, tokens)
+    assert np.array_equal(got, expected) and not ran_here, (
         f"inside library_local the forward ran here {len(ran_here)} time(s); it must run in the worker")
     assert np.array_equal(stud.logits(params, model.TINY, tokens), expected) and ran_here == [1], (
         "after library_local the worker's forward must call back to this process again")

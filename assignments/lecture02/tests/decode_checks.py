@@ -317,6 +317,15 @@ def decode_problem(
     return f"{where}. Likely cause: take argmax over the vocabulary, the last axis (axis=-1), of each row"
 
 
+def decoded(student: Any, params: dict[str, np.ndarray], cfg: Config, prompt: np.ndarray, n_new: int) -> Any:
+    """What the student's greedy_decode(params, cfg, prompt, n_new) returns, for tests that judge
+    only that result (decode_problem). The model runs beside the student's code
+    (student.run_local): in the grader a forward call would otherwise cross between processes once
+    per step, and the student's cache once per operation, for nothing a result check needs. The
+    tests that count forward's positions run it in the grader (run_counted)."""
+    return student.run_local(student.kv_decode.greedy_decode, params, cfg, prompt, n_new)
+
+
 def count_problem(counts: dict[str, int], T0: int, n_new: int, B: int) -> str | None:
     """Token positions that went through forward: T0 + n_new - 1, or nothing for n_new == 0."""
     positions, calls = counts["positions"], counts["forward_calls"]
@@ -518,7 +527,7 @@ def float32_decode_problem(student: Any, config: str, batch: int, length: int, s
     assert np.min(top2[..., 1] - top2[..., 0]) > 100 * FLOAT32_LOGIT_ATOL, (
         "test setup: the float32 reference has a near tie, so float32 rounding could pick either token"
     )
-    result = student.kv_decode.greedy_decode(params, cfg, prompt, n_new)
+    result = decoded(student, params, cfg, prompt, n_new)
     problem = decode_problem(
         result, prompt, n_new, expected_tokens, expected_logits, params, cfg, atol=FLOAT32_LOGIT_ATOL
     )
@@ -534,5 +543,5 @@ def tie_problem(student: Any, seeds: range, n_new: int) -> str | None:
     assert low < high and first[low] == first[high] == first.max() and expected_tokens[0, 3] == low, (
         f"test setup: tokens {low} and {high} should tie exactly at the top of step 0"
     )
-    result = student.kv_decode.greedy_decode(params, cfg, prompt, n_new)
+    result = decoded(student, params, cfg, prompt, n_new)
     return decode_problem(result, prompt, n_new, expected_tokens, expected_logits, params, cfg)

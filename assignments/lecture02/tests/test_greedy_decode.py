@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from decode_checks import (
-    CONFIGS, count_problem, decode_problem, float32_decode_problem, params_for, prompt_for, tie_problem, work_problem,
+    CONFIGS, count_problem, decode_problem, decoded, float32_decode_problem, params_for, prompt_for, tie_problem, work_problem,
 )
 from kvlab.model import generate
 
@@ -22,7 +22,7 @@ def test_returns_prompt_then_new_tokens(student: Any) -> None:
     cfg, params = CONFIGS["GQA"], params_for("GQA")
     prompt = prompt_for(cfg, 1, 3, seed=3)
     expected_tokens, expected_logits = generate(params, cfg, prompt, 4)
-    result = student.kv_decode.greedy_decode(params, cfg, prompt, 4)
+    result = decoded(student, params, cfg, prompt, 4)
     problem = decode_problem(result, prompt, 4, expected_tokens, expected_logits, params, cfg)
     assert problem is None, problem
 
@@ -32,7 +32,7 @@ def test_small_decode_matches_generate(student: Any) -> None:
     cfg, params = CONFIGS["MHA"], params_for("MHA")
     prompt = prompt_for(cfg, 2, 3, seed=30)
     expected_tokens, expected_logits = generate(params, cfg, prompt, 5)
-    result = student.kv_decode.greedy_decode(params, cfg, prompt, 5)
+    result = decoded(student, params, cfg, prompt, 5)
     problem = decode_problem(result, prompt, 5, expected_tokens, expected_logits, params, cfg)
     assert problem is None, problem
 

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from decode_checks import (
-    CONFIGS, count_problem, decode_problem, float32_decode_problem, params_for, prompt_for, tie_problem, work_problem,
+    CONFIGS, count_problem, decode_problem, decoded, float32_decode_problem, params_for, prompt_for, tie_problem, work_problem,
 )
 from kvlab.model import generate
 
@@ -28,7 +28,7 @@ def test_matches_reference(student: Any, config: str, batch: int, prompt_len: in
     cfg, params = CONFIGS[config], params_for(config)
     prompt = prompt_for(cfg, batch, prompt_len, seed=100 + prompt_len)
     expected_tokens, expected_logits = generate(params, cfg, prompt, n_new)
-    result = student.kv_decode.greedy_decode(params, cfg, prompt, n_new)
+    result = decoded(student, params, cfg, prompt, n_new)
     problem = decode_problem(result, prompt, n_new, expected_tokens, expected_logits, params, cfg)
     assert problem is None, problem
 
