@@ -1,11 +1,9 @@
-"""tools/bench_grading.py: the table it prints from its gradings, and the gradings it refuses to time.
+"""tools/bench_grading.py: the tables it prints from its gradings, and the gradings it refuses to time.
 
 The gradings themselves are the grader's (tested elsewhere); here each child process is replaced by
 canned results, so the figures the benchmark derives can be checked exactly.
 """
 from __future__ import annotations
-
-from typing import Any
 
 import pytest
 
@@ -15,32 +13,53 @@ CROSSING = {"start_seconds": 0.15, "start_worker_cpu": 0.14, "round_trip_us": 97
             "worker_us": 37.0}
 
 
-def fake_children(seconds: dict[tuple[str, str], list[float]], score: float = 100.0) -> Any:
-    """A stand-in for bench_grading.child: the next canned time of each (assignment, mode)."""
+def fake_children(monkeypatch: pytest.MonkeyPatch, seconds: dict[tuple[str, str], list[float]],
+                  process_seconds: dict[tuple[str, str], list[float]] | None = None, score: float = 100.0) -> None:
+    """Stand-ins for bench_grading's children: the next canned time of each (assignment, mode), and
+    of its whole process (by default 0.25 s more), and the canned cost of crossing."""
     remaining = {key: list(values) for key, values in seconds.items()}
+    process = {key: list(values) for key, values in (process_seconds or {}).items()}
 
-    def child(cpu: int, *args: str) -> dict[str, float]:
-        if args[0] == "--crossing":
-            return CROSSING
+    def timed_child(cpu: int, *args: str) -> dict[str, float]:
         _, assignment, mode = args
-        return {"seconds": remaining[assignment, mode].pop(0), "score": score, "max_score": 100.0}
+        graded = remaining[assignment, mode].pop(0)
+        whole = process[assignment, mode].pop(0) if process else graded + 0.25
+        return {"seconds": graded, "process_seconds": whole, "score": score, "max_score": 100.0}
 
-    return child
+    monkeypatch.setattr(bench_grading, "timed_child", timed_child)
+    monkeypatch.setattr(bench_grading, "child", lambda cpu, *args: CROSSING)
 
 
-def test_the_table_gives_best_and_median_ratios(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+def table_row(out: str, title: str, assignment: str) -> list[str]:
+    """The cells of `assignment`'s row in the table printed under `title`."""
+    below = out[out.index(title):]
+    return next(line for line in below.splitlines() if line.startswith(assignment)).split()
+
+
+def test_the_tables_give_best_and_median_ratios(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     seconds = {("lecture02", "inprocess"): [0.5, 0.4, 0.8], ("lecture02", "sandbox"): [1.3, 1.6, 1.2]}
-    monkeypatch.setattr(bench_grading, "child", fake_children(seconds))
+    process = {("lecture02", "inprocess"): [1.0, 1.2, 1.1], ("lecture02", "sandbox"): [1.6, 1.5, 2.0]}
+    fake_children(monkeypatch, seconds, process)
     assert bench_grading.main(["lecture02", "--rounds", "3", "--cpu", "0"]) == 0
     out = capsys.readouterr().out
-    row = next(line for line in out.splitlines() if line.startswith("lecture02"))
     # best 0.40 and 1.20 (3.00x); medians 0.50 and 1.30 (2.60x)
-    assert row.split() == ["lecture02", "0.40", "0.50", "1.20", "1.30", "3.00x", "2.60x"], row
+    assert table_row(out, "Whole gradings", "lecture02") == [
+        "lecture02", "0.40", "0.50", "1.20", "1.30", "3.00x", "2.60x"]
+    # whole processes: best 1.00 and 1.50 (1.50x); medians 1.10 and 1.60 (1.45x)
+    assert table_row(out, "whole processes", "lecture02") == [
+        "lecture02", "1.00", "1.10", "1.50", "1.60", "1.50x", "1.45x"]
     assert "a worker starts in 0.150 s" in out and "97 us of wall time (grader 60 us, worker 37 us" in out, out
 
 
+def test_a_whole_process_is_timed_around_the_child(monkeypatch: pytest.MonkeyPatch) -> None:
+    clock = iter([10.0, 12.5])
+    monkeypatch.setattr(bench_grading.time, "perf_counter", lambda: next(clock))
+    monkeypatch.setattr(bench_grading, "child", lambda cpu, *args: {"seconds": 1.0, "score": 1.0})
+    assert bench_grading.timed_child(0, "--one", "lecture02", "sandbox") == {
+        "seconds": 1.0, "score": 1.0, "process_seconds": 2.5}
+
+
 def test_a_reference_without_full_marks_is_not_timed(monkeypatch: pytest.MonkeyPatch) -> None:
-    seconds = {("lecture02", "inprocess"): [0.5], ("lecture02", "sandbox"): [1.3]}
-    monkeypatch.setattr(bench_grading, "child", fake_children(seconds, score=97.0))
+    fake_children(monkeypatch, {("lecture02", "inprocess"): [0.5], ("lecture02", "sandbox"): [1.3]}, score=97.0)
     with pytest.raises(RuntimeError, match="scored 97.0 of 100.0 inprocess"):
         bench_grading.main(["lecture02", "--rounds", "1", "--cpu", "0"])
