@@ -16,15 +16,14 @@ CROSSING = {"start_seconds": 0.15, "start_worker_cpu": 0.14, "round_trip_us": 97
 def fake_children(monkeypatch: pytest.MonkeyPatch, seconds: dict[tuple[str, str], list[float]],
                   process_seconds: dict[tuple[str, str], list[float]] | None = None, score: float = 100.0) -> None:
     """Stand-ins for bench_grading's children: the next canned time of each (assignment, mode), and
-    of its whole process (by default 0.25 s more), and the canned cost of crossing."""
+    of its whole process (by default the same), and the canned cost of crossing."""
     remaining = {key: list(values) for key, values in seconds.items()}
-    process = {key: list(values) for key, values in (process_seconds or {}).items()}
+    process = {key: list(values) for key, values in (process_seconds or seconds).items()}
 
     def timed_child(cpu: int, *args: str) -> dict[str, float]:
         _, assignment, mode = args
-        graded = remaining[assignment, mode].pop(0)
-        whole = process[assignment, mode].pop(0) if process else graded + 0.25
-        return {"seconds": graded, "process_seconds": whole, "score": score, "max_score": 100.0}
+        return {"seconds": remaining[assignment, mode].pop(0), "process_seconds": process[assignment, mode].pop(0),
+                "score": score, "max_score": 100.0}
 
     monkeypatch.setattr(bench_grading, "timed_child", timed_child)
     monkeypatch.setattr(bench_grading, "child", lambda cpu, *args: CROSSING)

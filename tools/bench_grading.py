@@ -122,8 +122,12 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(crossing_costs()))
         return 0
     assignments = args.assignments or sorted(p.name for p in (ROOT / "assignments").iterdir() if p.is_dir())
-    seconds: dict[tuple[str, str], list[float]] = {(a, m): [] for a in assignments for m in MODES}
-    process_seconds: dict[tuple[str, str], list[float]] = {key: [] for key in seconds}
+    titles = {  # each measure of a grading, and the title of its table
+        "seconds": f"Whole gradings of the references on CPU {args.cpu}, {args.rounds} interleaved rounds (seconds)",
+        "process_seconds": "The same gradings' whole processes (interpreter start, harness imports, grading; seconds)",
+    }
+    times: dict[str, dict[tuple[str, str], list[float]]] = {
+        measure: {(a, m): [] for a in assignments for m in MODES} for measure in titles}
     for round_number in range(args.rounds):
         for assignment in assignments:
             for mode in MODES:
@@ -131,17 +135,12 @@ def main(argv: list[str] | None = None) -> int:
                 if graded["score"] != graded["max_score"]:
                     raise RuntimeError(f"the reference of {assignment} scored {graded['score']} of "
                                        f"{graded['max_score']} {mode}: fix that before timing it")
-                seconds[assignment, mode].append(graded["seconds"])
-                process_seconds[assignment, mode].append(graded["process_seconds"])
+                for measure, seconds in times.items():
+                    seconds[assignment, mode].append(graded[measure])
         print(f"round {round_number + 1} of {args.rounds} done", file=sys.stderr)
     header = ["assignment", "in-process best", "median", "sandboxed best", "median", "ratio of bests", "of medians"]
-    print(format_table(
-        f"Whole gradings of the references on CPU {args.cpu}, {args.rounds} interleaved rounds (seconds)",
-        header, ratio_rows(assignments, seconds)))
-    print()
-    print(format_table(
-        "The same gradings' whole processes (interpreter start, harness imports, grading; seconds)",
-        header, ratio_rows(assignments, process_seconds)))
+    print("\n\n".join(format_table(titles[measure], header, ratio_rows(assignments, seconds))
+                      for measure, seconds in times.items()))
     cost = child(args.cpu, "--crossing")
     print(f"\nCrossing the sandbox on CPU {args.cpu}: a worker starts in {cost['start_seconds']:.3f} s "
           f"({cost['start_worker_cpu']:.3f} s of its CPU); an empty round trip costs "
