@@ -11,7 +11,7 @@ OUT ?= dist/$(A)-results.json
 SUBS ?=
 JOBS ?= 2
 
-.PHONY: all venv traces new starter release autograder grade grade-all grade-reference demo bench test check-py310 clean
+.PHONY: all venv bytecode traces new starter release autograder grade grade-all grade-reference demo bench test check-py310 clean
 
 # Ends with one line naming `make traces` when the real traces could not be installed.
 all: venv traces starter release autograder grade-reference
@@ -29,6 +29,13 @@ $(VENV)/.installed: $(wildcard requirements/*.txt)
 	touch $@
 
 venv: $(VENV)/.installed
+
+# Bytecode of the course library and the harness, as setup.sh compiles it on Gradescope: sandboxed
+# workers graded from this checkout (the tests, tools.bench_grading) load it instead of compiling
+# the library and their own modules at every start. A grading writes none (its Watch would read a
+# new .pyc as a change of the grader's files), hence this step before the tests.
+bytecode: venv
+	$(PY) -m compileall -q kvlab autograder
 
 # The real Mooncake traces into data/mooncake/ (ignored by git), from a local copy or their
 # published commit, SHA-256 checked (tools/traces.py). Without either, one line says so; exit 0.
@@ -77,7 +84,7 @@ check-py310: venv
 # fingerprints kvlab/ and the harness, and a .pyc that a test beside it writes there would read as a
 # change of the grader's files.
 TEST_JOBS ?= 2
-test: venv traces check-py310
+test: venv bytecode traces check-py310
 	PYTHONDONTWRITEBYTECODE=1 $(PY) -m pytest -n $(TEST_JOBS) --dist loadfile
 
 clean:

@@ -109,6 +109,7 @@ def test_setup_sh_prepares_the_ubuntu_image(package: Path) -> None:
     text = zipfile.ZipFile(package).read("setup.sh").decode()
     for needed in ("apt-get install -y --no-install-recommends python3-venv", "bubblewrap \\\n  || ",
                    'python3 -m venv "$ROOT/venv"', '-r "$SOURCE/requirements/grader.txt"',
+                   '"$ROOT/venv/bin/python" -m compileall -q "$SOURCE"',
                    'chmod 700 "$SOURCE"'):
         assert needed in text, f"setup.sh lacks {needed!r}"
 

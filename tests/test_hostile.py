@@ -443,7 +443,7 @@ def remove_stale_canaries() -> None:
 
 
 def sandbox_processes(campaign_tmp: Path) -> set[int]:
-    """Processes of this campaign's sandboxes: a worker (its script sits in a sandbox-* folder under
+    """Processes of this campaign's sandboxes: a worker (imported from a sandbox-* folder under
     `campaign_tmp`, the gradings' TMPDIR) or, as root, any process of a worker's uid (identity.POOL)
     but the workers of other gradings on this machine (the tests of the tests may grade beside this
     suite)."""
@@ -458,7 +458,7 @@ def sandbox_processes(campaign_tmp: Path) -> set[int]:
             uid = os.stat(f"/proc/{entry.name}").st_uid
         except OSError:
             continue
-        worker = b"/sandbox-" in cmdline and b"worker.py" in cmdline
+        worker = b"/sandbox-" in cmdline and b"import worker" in cmdline
         if (worker and ours in cmdline) or (IS_ROOT and uid in identity.POOL and not worker):
             found.add(int(entry.name))
     return found

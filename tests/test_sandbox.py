@@ -1,13 +1,18 @@
 """The sandbox: a worker process holding student code, reached only through validated messages."""
 from __future__ import annotations
 
+import compileall
 import json
 import math
 import os
+import py_compile
+import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
+import types
 from pathlib import Path
 from typing import Any
 
@@ -26,9 +31,11 @@ from autograder.harness.sandbox import (
     WorkerDied,
     WorkerTimeout,
 )
+import kvlab
+from autograder.harness import run
 from autograder.harness.course import COURSE
 from autograder.harness.plugin import SandboxBackend
-from autograder.harness.sandbox import isolation, kept, wire, wireformat
+from autograder.harness.sandbox import isolation, kept, process, wire, wireformat
 from autograder.harness.sandbox.errors import explain_exit
 from kvlab import model
 
@@ -817,6 +824,68 @@ def test_remove_tree_takes_any_depth_and_count(tmp_path: Path) -> None:
         (wide / str(i)).touch()
     for path in (deep, wide):
         assert remove_tree(path) is None and not path.exists(), f"{path.name} must be removed completely"
+
+
+# Prints the files the interpreter compiles from source while it imports a module (bytecode that
+# it uses instead is not compiled): argv is the folder to import from, the module, numpy's folder.
+COMPILE_SPY = """
+import builtins, sys
+compiled, real = [], builtins.compile
+def spy(source, filename, *args, **kwargs):
+    compiled.append(filename)
+    return real(source, filename, *args, **kwargs)
+builtins.compile = spy
+sys.path[:0] = [sys.argv[1]]
+sys.path.append(sys.argv[3])
+__import__(sys.argv[2])
+print("\\n".join(compiled))
+"""
+
+
+def compiled_on_import(folder: Path, module: str) -> set[str]:
+    """The files under `folder` that an interpreter started as the worker is (-I -S -B) compiles
+    from source to import `module` from there."""
+    done = subprocess.run(
+        [sys.executable, "-I", "-S", "-B", "-c", COMPILE_SPY, str(folder), module, str(Path(np.__file__).parents[1])],
+        capture_output=True, text=True, check=False,
+    )
+    assert done.returncode == 0, f"importing {module} from {folder} failed:\n{done.stderr[-2000:]}"
+    return {name for name in done.stdout.split() if Path(name).is_relative_to(folder)}
+
+
+@pytest.mark.parametrize("compiled", [True, False], ids=["with-bytecode", "without"])
+def test_a_worker_imports_its_modules_from_the_bytecode_placed_beside_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, compiled: bool,
+) -> None:
+    package, root = tmp_path / "package", tmp_path / "root"
+    package.mkdir()
+    root.mkdir()
+    modules = tuple(Path(shutil.copy2(source, package / source.name)) for source in process.WORKER_MODULES)
+    if compiled:
+        for module in modules:
+            py_compile.compile(str(module), doraise=True)
+    monkeypatch.setattr(process, "WORKER_MODULES", modules)
+    folder = process.place_worker(root)
+    compiled_here = {Path(name).name for name in compiled_on_import(folder, "worker")}
+    expected = set() if compiled else {module.name for module in modules}
+    assert compiled_here == expected, (
+        f"the worker's start compiled {sorted(compiled_here) or 'nothing'}; expected {sorted(expected) or 'nothing'}"
+    )
+    if not compiled:
+        assert not any((folder / "__pycache__").iterdir()), "a worker must write no bytecode (-B)"
+
+
+def test_the_staged_course_library_keeps_its_bytecode(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    library = tmp_path / "source" / "kvlab"
+    shutil.copytree(Path(kvlab.__file__).parent, library, ignore=shutil.ignore_patterns("__pycache__"))
+    assert compileall.compile_dir(library, quiet=1)
+    monkeypatch.setattr(run, "kvlab", types.SimpleNamespace(__file__=str(library / "__init__.py")))
+    staged = run.stage_library(tmp_path / "staged")
+    try:
+        compiled_here = compiled_on_import(staged, "kvlab.model")
+    finally:
+        run.make_writable(staged)
+    assert not compiled_here, f"the worker would compile the staged library's {sorted(compiled_here)}"
 
 
 @pytest.mark.parametrize(

@@ -14,6 +14,9 @@ worker (the interpreter, numpy and the course library), and a round trip that ca
 (a proxy's attribute read), split into the grader's and the worker's CPU time. A grading that makes
 R round trips cannot be cheaper sandboxed than in-process + start-up + R x that round trip.
 
+Run it after `make bytecode` (setup.sh compiles the same on Gradescope): without bytecode each
+worker compiles its own modules and the course library at every start.
+
     python -m tools.bench_grading [--rounds N] [--cpu K] [ASSIGNMENT ...]
 """
 from __future__ import annotations

@@ -273,8 +273,9 @@ def stage_library(target: Path) -> Path:
     a folder it binds into its private /tmp readable by root only, so a deeper folder would be
     out of an unprivileged worker's reach.
     """
-    shutil.copytree(Path(kvlab.__file__).parent, target / "kvlab",
-                    ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    # With its bytecode (which `make` and setup.sh compile), so that the worker does not compile
+    # the library at each start; copytree keeps the modification times the bytecode is checked by.
+    shutil.copytree(Path(kvlab.__file__).parent, target / "kvlab")
     for folder, _, files in os.walk(target, topdown=False):
         for name in files:
             os.chmod(os.path.join(folder, name), 0o444)

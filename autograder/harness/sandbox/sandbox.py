@@ -145,7 +145,7 @@ class Sandbox(Exchange):
             self._res.identity = identity.claim() if user is None else None
             os.chmod(root, 0o755)  # the unprivileged worker must reach home/ and read worker.py
             self._home = self._res.home
-            self._script = process.place_scripts(root)
+            self._worker_folder = process.place_worker(root)
             process.copy_student_files(Path(modules_dir), self._res.submitted)
             self._plan = isolation.plan(
                 python=self._python, user=user, hide=[Path(os.path.realpath(p)) for p in hide],
@@ -422,7 +422,7 @@ class Sandbox(Exchange):
             "site_packages": [str(p) for p in self._site_packages], "limits": limits,
             **self.config.for_worker(),
         }
-        self._res.worker = process.launch(self._plan, self._python, self._script, self._home, init)
+        self._res.worker = process.launch(self._plan, self._python, self._worker_folder, self._home, init)
 
     def _empty_home(self) -> None:
         """Remove what a worker wrote on disk (its folder, its uid's scratch and IPC objects), if one did."""

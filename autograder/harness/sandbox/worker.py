@@ -1,9 +1,9 @@
 """The untrusted end of the sandbox: imports the student's modules and answers requests about them.
 
-The trusted side copies this file and `wireformat.py` into one private folder and starts it as
-`python -I -S -B worker.py REQ_FD RESP_FD` (see `process.py`), with fd 0 on /dev/null and fds 1
-and 2 on a pipe the trusted side drains, so nothing a student prints can reach the two protocol
-pipes. The first message on REQ_FD (the init message) says where the student's files are, which
+The trusted side copies this file and `wireformat.py` (with their bytecode) into one private
+folder and starts `python -I -S -B -c "...import worker...; worker.main()" REQ_FD RESP_FD` with that
+folder on sys.path for the import (see `process.launch`), with fd 0 on /dev/null and fds 1 and 2
+on a pipe the trusted side drains, so nothing a student prints can reach the two protocol pipes. The first message on REQ_FD (the init message) says where the student's files are, which
 resource limits to take and the course's part of the configuration (`config.SandboxConfig`: the
 wire types, the column codecs, the remote functions, as names). Only after applying the limits
 does the worker import numpy, and student code runs only inside later requests.
@@ -37,10 +37,8 @@ import traceback
 import types
 from typing import Any
 
-# -I leaves the script's folder off sys.path: the wire format module beside this file is put on it
-# for this one import, before the student's folder is (see main()).
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from wireformat import (  # noqa: E402
+# Imported from this file's folder, which the launch puts on sys.path for the import of this one.
+from wireformat import (
     ECHO_KEPT_BYTES,
     MAX_CALLBACK_DEPTH,
     MAX_DEPTH,
@@ -56,8 +54,6 @@ from wireformat import (  # noqa: E402
     receive,
     send,
 )
-
-del sys.path[0]
 
 
 class UnsupportedValue(TypeError):
@@ -602,6 +598,3 @@ def main() -> None:
                    "unfiltered": unfiltered}, [])
     worker.serve()
 
-
-if __name__ == "__main__":
-    main()
