@@ -31,12 +31,12 @@ from autograder.harness.sandbox import (
     WorkerDied,
     WorkerTimeout,
 )
-import kvlab
 from autograder.harness import run
 from autograder.harness.course import COURSE
 from autograder.harness.plugin import SandboxBackend
 from autograder.harness.sandbox import isolation, kept, process, wire, wireformat
 from autograder.harness.sandbox.errors import explain_exit
+import kvlab
 from kvlab import model
 
 REPO = Path(__file__).resolve().parents[1]

@@ -273,7 +273,7 @@ def stage_library(target: Path) -> Path:
     a folder it binds into its private /tmp readable by root only, so a deeper folder would be
     out of an unprivileged worker's reach.
     """
-    # With its bytecode (which `make` and setup.sh compile), so that the worker does not compile
+    # With its bytecode (which `make bytecode` and setup.sh compile), so that the worker does not compile
     # the library at each start; copytree keeps the modification times the bytecode is checked by.
     shutil.copytree(Path(kvlab.__file__).parent, target / "kvlab")
     for folder, _, files in os.walk(target, topdown=False):

@@ -1,9 +1,10 @@
 """The untrusted end of the sandbox: imports the student's modules and answers requests about them.
 
 The trusted side copies this file and `wireformat.py` (with their bytecode) into one private
-folder and starts `python -I -S -B -c "...import worker...; worker.main()" REQ_FD RESP_FD` with that
-folder on sys.path for the import (see `process.launch`), with fd 0 on /dev/null and fds 1 and 2
-on a pipe the trusted side drains, so nothing a student prints can reach the two protocol pipes. The first message on REQ_FD (the init message) says where the student's files are, which
+folder and starts `python -I -S -B -c "...import worker...; worker.main()" REQ_FD RESP_FD`, that
+folder on sys.path for the import only (see `process.launch`), with fd 0 on /dev/null and fds 1
+and 2 on a pipe the trusted side drains, so nothing a student prints can reach the two protocol
+pipes. The first message on REQ_FD (the init message) says where the student's files are, which
 resource limits to take and the course's part of the configuration (`config.SandboxConfig`: the
 wire types, the column codecs, the remote functions, as names). Only after applying the limits
 does the worker import numpy, and student code runs only inside later requests.
