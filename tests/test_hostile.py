@@ -471,7 +471,8 @@ def sandbox_refusal(empty: Path) -> str | None:
 
     empty.mkdir()
     try:
-        Sandbox(empty, []).close()
+        with Sandbox(empty, []) as sandbox:
+            sandbox.cpu_seconds()  # waits for the first worker's start, where a refusal comes at the latest
     except NoSafeIdentity as refusal:
         return str(refusal)
     return None

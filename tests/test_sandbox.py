@@ -277,9 +277,13 @@ def test_isolation_report_matches_identity(box: Sandbox) -> None:
 
 
 def test_fallback_without_bubblewrap_is_reported_and_works(folders: dict[str, Path]) -> None:
+    sandbox = None
     try:
         sandbox = Sandbox(folders["student"], [folders["lib"]], bubblewrap=False, hide=[folders["lib"]])
+        sandbox.cpu_seconds()  # waits for the first worker's start, where a refusal comes at the latest
     except NoSafeIdentity as refusal:
+        if sandbox is not None:
+            sandbox.close()
         # Root, and the unprivileged user cannot run this interpreter (pyenv's, under /root): the
         # grader must refuse rather than run student code as root.
         assert os.geteuid() == 0, f"only a root grader may refuse to start: {refusal}"
@@ -296,21 +300,97 @@ def test_fallback_without_bubblewrap_is_reported_and_works(folders: dict[str, Pa
         assert np.array_equal(result, np.arange(3.0)), f"the fallback worker must still run code, got {result!r}"
 
 
+@pytest.fixture
+def unprobed(monkeypatch: pytest.MonkeyPatch) -> dict[Any, str | None]:
+    """No isolation probe answered yet in this process, as at the start of a grading on Gradescope;
+    the answers of the probes the test makes run."""
+    answers: dict[Any, str | None] = {}
+    monkeypatch.setattr(isolation, "_ANSWERS", answers)
+    return answers
+
+
+def root_only_interpreter(folder: Path) -> str:
+    """A stand-in for this interpreter that only root may run (a script in a folder of mode 0700)."""
+    folder.mkdir(mode=0o700)
+    script = folder / "python"
+    script.write_text(f"#!/bin/sh\nexec {sys.executable} \"$@\"\n")
+    script.chmod(0o700)
+    return str(script)
+
+
 @pytest.mark.skipif(os.geteuid() != 0, reason="only a root grader could run student code as root")
 @pytest.mark.parametrize("bubblewrap", [True, False], ids=["bubblewrap", "no-bubblewrap"])
+@pytest.mark.parametrize("cause", ["no-such-user", "root-only-interpreter"])
 def test_no_unprivileged_identity_stops_instead_of_running_as_root(
-    folders: dict[str, Path], bubblewrap: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    folders: dict[str, Path], bubblewrap: bool, cause: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    unprobed: dict[Any, str | None],
 ) -> None:
-    """Forced with a user that does not exist: no payload ever runs here. The sandbox's folder goes in
-    tmp_path, where no other test's sandbox can appear meanwhile."""
+    """Forced with a user that does not exist (refused when the sandbox is made) or an interpreter
+    the worker's uid cannot run (refused at its first start, once every probe said why): no payload
+    ever runs here. The sandbox's folder goes in tmp_path, where no other test's sandbox can appear
+    meanwhile."""
+    settings: dict[str, Any] = {"user": "no-such-user-kvlab"} if cause == "no-such-user" else {
+        "python": root_only_interpreter(tmp_path / "locked")}
+    why = "there is no user no-such-user-kvlab" if cause == "no-such-user" else "Permission denied"
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     before = sandbox_folders()
     with pytest.raises(NoSafeIdentity) as refusal:
-        Sandbox(folders["student"], [folders["lib"]], bubblewrap=bubblewrap, user="no-such-user-kvlab")
+        with Sandbox(folders["student"], [folders["lib"]], bubblewrap=bubblewrap, **settings) as sandbox:
+            sandbox.module("stud").count()
     text = str(refusal.value)
-    for phrase in ("will not run student code as root", "there is no user no-such-user-kvlab", "setup.sh"):
+    for phrase in ("will not run student code as root", why, "setup.sh"):
         assert phrase in text, f"the refusal must say {phrase!r} (why, and the staff's fix): {text}"
     assert sandbox_folders() <= before, f"a refused sandbox must remove its folder: {sandbox_folders() - before}"
+
+
+# A worker starts before any probe has run; the probes run only when it fails to start, and only
+# their answers change the plan (isolation.plan's `optimistic`).
+
+def test_a_worker_starts_without_waiting_for_the_probes(folders: dict[str, Path],
+                                                         unprobed: dict[Any, str | None]) -> None:
+    with Sandbox(folders["student"], [folders["lib"]]) as sandbox:
+        assert sandbox.module("stud").count() == 1, "the worker must serve its first call"
+        assert sandbox.launches == 1, f"one worker expected, {sandbox.launches} started"
+    assert not unprobed, (f"a worker that starts needs no probe, yet {len(unprobed)} ran: "
+                          + ", ".join(command[0] for command, _, _ in unprobed))
+
+
+def test_a_view_the_interpreter_cannot_start_in_is_probed_and_replaced(
+    box: Sandbox, folders: dict[str, Path], unprobed: dict[Any, str | None], monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """/usr left out of the system folders: the narrow view covers it, so neither the interpreter
+    nor setpriv can start there."""
+    if not bubblewrapped(box):
+        pytest.skip("the views are bubblewrap's; report: " + "; ".join(box.isolation))
+    monkeypatch.setattr(isolation, "SYSTEM_FOLDERS", isolation.SYSTEM_FOLDERS - {"usr"})
+    with Sandbox(folders["student"], [folders["lib"]]) as sandbox:
+        report = "\n".join(sandbox.isolation)  # read first: it waits for a worker to have started
+        assert "reduced: the whole filesystem is visible read-only" in report, (
+            f"the wider view must replace the one the interpreter cannot start in:\n{report}")
+        assert sandbox.module("stud").count() == 1, "the worker started in the wider view must serve calls"
+        assert sandbox.launches == 2, f"one failed start and one in the wider view expected, not {sandbox.launches}"
+        assert sandbox.captured_output() == "", (
+            f"the failed start's complaint is not the student's output: {sandbox.captured_output()!r}")
+    failed = [answer for answer in unprobed.values() if answer is not None]
+    assert len(unprobed) == 1 and len(failed) == 1, (
+        f"only the narrow view's probe should have run, and failed: {unprobed}")
+
+
+def test_a_worker_that_fails_to_start_in_a_sound_view_is_reported_dead(
+    box: Sandbox, folders: dict[str, Path], unprobed: dict[Any, str | None],
+) -> None:
+    """An address space too small for numpy: the worker dies at its start, the probe (which has no
+    such limit) passes, so the plan stands and the death is reported as the worker's."""
+    if not bubblewrapped(box):
+        pytest.skip("the views are bubblewrap's; report: " + "; ".join(box.isolation))
+    with Sandbox(folders["student"], [folders["lib"]], limits=Limits(memory_bytes=40 << 20)) as sandbox:
+        with pytest.raises(WorkerDied, match="during start-up"):
+            sandbox.module("stud").count()
+        assert sandbox.launches == 1, f"a sound plan must not be replaced: {sandbox.launches} workers started"
+        report = "\n".join(sandbox.isolation)
+    assert "only the system folders" in report, f"the narrow view must stand:\n{report}"
+    assert unprobed and all(answer is None for answer in unprobed.values()), (
+        f"the plan's probe must have run, and passed: {unprobed}")
 
 
 def test_non_root_report_says_reduced(tmp_path: Path) -> None:

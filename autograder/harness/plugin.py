@@ -113,7 +113,11 @@ class SandboxBackend:
 
     def __init__(self, sandbox: Sandbox) -> None:
         self.sandbox = sandbox
-        self.isolation = list(sandbox.isolation)
+
+    @property
+    def isolation(self) -> list[str]:
+        # Read when the grading ends: a worker that failed to start may have changed the plan.
+        return list(self.sandbox.isolation)
 
     def module(self, name: str) -> Any:
         # Import now rather than at the first attribute read, so a file that does not import is

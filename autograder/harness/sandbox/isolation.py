@@ -11,11 +11,14 @@ The unprivileged user of (a) and (b) is, unless the caller names one, a uid of t
 (`identity.claim`), so that what the worker leaves outside its folder can be found and removed.
 A root grader whose unprivileged user cannot run the interpreter raises NoSafeIdentity: student
 code never runs as root.
-Each probe runs a real interpreter importing numpy, once per grader process.
+Each probe runs a real interpreter that finds numpy, once per grader process. A plan made
+`optimistic` assumes that the probes whose answers this process does not know yet pass, and lists
+them (`Plan.assumed`): the sandbox starts its worker at once and runs them (`refuted`) only if
+that worker fails to start. The probes run no submitted file, so a submission that breaks its
+worker's start cannot choose a weaker isolation: only their answers change the plan.
 """
 from __future__ import annotations
 
-import functools
 import os
 import pwd
 import shutil
@@ -31,6 +34,11 @@ from .limits import Limits
 # The environment of probes and of the worker (see Sandbox): nothing from the grader's.
 BASE_ENV = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8"}
 PROBE_TIMEOUT = 60.0
+
+# A probe: the command, and the uid and gid it runs as (None: the grader's own).
+Probe = tuple[tuple[str, ...], int | None, int | None]
+# Each probe's answer, once it has run in this process (see `probe`).
+_ANSWERS: dict[Probe, str | None] = {}
 
 
 class NoSafeIdentity(RuntimeError):
@@ -48,6 +56,8 @@ class Plan:
     gid: int
     report: list[str]
     bubblewrap: bool = False
+    # The probes this plan assumed to pass without running them (see the module docstring).
+    assumed: tuple[Probe, ...] = ()
 
 
 def is_under(path: Path, folder: Path) -> bool:
@@ -109,9 +119,21 @@ def _setpriv(setpriv: str, uid: int, gid: int) -> list[str]:
     return [setpriv, f"--reuid={uid}", f"--regid={gid}", "--clear-groups"]
 
 
-@functools.lru_cache(maxsize=None)
 def probe(argv: tuple[str, ...], uid: int | None = None, gid: int | None = None) -> str | None:
-    """Run argv (as uid/gid if given); None when it exits 0, else why not. Cached per process."""
+    """Run argv (as uid/gid if given); None when it exits 0, else why not. Run once per process."""
+    key = (argv, uid, gid)
+    if key not in _ANSWERS:
+        _ANSWERS[key] = _run_probe(argv, uid, gid)
+    return _ANSWERS[key]
+
+
+def refuted(plan: Plan) -> bool:
+    """Run the probes `plan` assumed; whether one of them fails (a new plan is then due). For a
+    worker that failed to start: if none fails, the failure is the worker's, not the plan's."""
+    return any(probe(*assumed) is not None for assumed in plan.assumed)
+
+
+def _run_probe(argv: tuple[str, ...], uid: int | None, gid: int | None) -> str | None:
     kwargs: dict[str, Any] = {} if uid is None else {"user": uid, "group": gid, "extra_groups": []}
     try:
         done = subprocess.run(
@@ -153,10 +175,21 @@ def plan(
     limits: Limits,
     bubblewrap: bool,
     identity: Identity | None = None,
+    optimistic: bool = False,
 ) -> Plan:
     """The strongest isolation available here (see the module docstring). As root the worker runs
-    as `user`, else as `identity` (a uid claimed for this sandbox alone), else as nobody."""
+    as `user`, else as `identity` (a uid claimed for this sandbox alone), else as nobody.
+    `optimistic`: probes not yet run in this process are assumed to pass (`Plan.assumed`)."""
     limits_line = limits.describe()
+    assumed: list[Probe] = []
+
+    def answer(argv: list[str], uid: int | None = None, gid: int | None = None) -> str | None:
+        key = (tuple(argv), uid, gid)
+        if optimistic and key not in _ANSWERS:
+            assumed.append(key)
+            return None
+        return probe(*key)
+
     if os.geteuid() != 0:
         try:
             me = pwd.getpwuid(os.geteuid()).pw_name
@@ -208,7 +241,7 @@ def plan(
         for system_only in (True, False):
             check = [bwrap, *bubblewrap_mounts([], readable, system_only=system_only), *NAMESPACES, "--",
                      *_setpriv(setpriv, probe_uid, probe_gid), *_numpy_check(python, site_packages)]
-            why_not_bwrap = probe(tuple(check))
+            why_not_bwrap = answer(check)
             if why_not_bwrap is None:
                 break
     if why_not_bwrap is None:
@@ -234,10 +267,10 @@ def plan(
             "network disabled (own network namespace)",
             "own PID and IPC namespaces; the worker dies with the grader",
         ]
-        return Plan(prefix, {}, uid, gid, report + [limits_line], bubblewrap=True)
+        return Plan(prefix, {}, uid, gid, report + [limits_line], bubblewrap=True, assumed=tuple(assumed))
 
     as_user = {"user": uid, "group": gid, "extra_groups": []}
-    why_not_user = why_not_user or probe(tuple(_numpy_check(python, site_packages)), probe_uid, probe_gid)
+    why_not_user = why_not_user or answer(_numpy_check(python, site_packages), probe_uid, probe_gid)
     if why_not_user is not None:
         # Never root: run as root without bubblewrap, student code could rewrite the interpreter's
         # own files (it did once: every file of the standard library got a line appended).
@@ -251,4 +284,4 @@ def plan(
     listed = ", ".join(map(str, hide))
     not_hidden = [f"reduced: not hidden (readable if permissions allow): {listed}"] if hide else []
     report = [who, "filesystem: protected by permissions only", network, *not_hidden]
-    return Plan([], as_user, uid, gid, report + [limits_line])
+    return Plan([], as_user, uid, gid, report + [limits_line], assumed=tuple(assumed))

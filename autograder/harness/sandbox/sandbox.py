@@ -85,7 +85,8 @@ class Sandbox(Exchange):
     it owns in the shared scratch folders (/tmp, /dev/shm, ...) is the worker's: counted against the
     folder limits and removed with the folder, as are its System V IPC objects.
     `python`: the worker's interpreter. A root grader never runs student code as root: when `user`
-    cannot run it, the constructor raises `NoSafeIdentity` (a grader fault, for the staff).
+    cannot run it, the constructor (a user that does not exist) or the worker's first start raises
+    `NoSafeIdentity` (a grader fault, for the staff).
     `bubblewrap`: False skips bubblewrap (to exercise the fallback, or where it misbehaves).
     `config`: the course's choices (`config.SandboxConfig`): the types that cross by value and
     their codecs; the library functions (`remote`) that run here whenever code in the worker calls
@@ -99,7 +100,8 @@ class Sandbox(Exchange):
     a worker stopped earlier in the test, or a trusted call failing on the student's objects), and
     `holding` (`kept.Holding`) bounds what this process keeps of the replies at once.
 
-    `isolation` reports, in words, what isolation is in force and what is reduced.
+    `isolation` reports, in words, what isolation is in force and what is reduced (once a worker
+    has started: reading it waits for that, see isolation.plan's `optimistic`).
     `last_call_cpu`: CPU seconds the worker spent on the last round trip, read from /proc by this
     process (the student's process cannot fake it); None when unknown. `cpu_seconds()` is the
     current worker's running total, for guards spanning several calls. `last_start_seconds`: how
@@ -147,18 +149,25 @@ class Sandbox(Exchange):
             self._home = self._res.home
             self._worker_folder = process.place_worker(root)
             process.copy_student_files(Path(modules_dir), self._res.submitted)
-            self._plan = isolation.plan(
-                python=self._python, user=user, hide=[Path(os.path.realpath(p)) for p in hide],
-                lib_dirs=self._lib_dirs, site_packages=self._site_packages, root_dir=root,
-                home=self._home, limits=limits, bubblewrap=bubblewrap, identity=self._res.identity,
-            )
+            # Optimistic: the worker starts without waiting for the probes (an interpreter each,
+            # tens of milliseconds of every grading); they run only if it fails to start.
+            self._plan_settings: dict[str, Any] = {
+                "python": self._python, "user": user, "hide": [Path(os.path.realpath(p)) for p in hide],
+                "lib_dirs": self._lib_dirs, "site_packages": self._site_packages, "root_dir": root,
+                "home": self._home, "limits": limits, "bubblewrap": bubblewrap,
+                "identity": self._res.identity, "optimistic": True,
+            }
+            self._plan = isolation.plan(**self._plan_settings)
             if self._plan.uid != os.geteuid():
                 self._res.home_owner = (self._plan.uid, self._plan.gid)
             self._res.fresh_home()
         except BaseException:
             self._finalizer()
             raise
-        self.isolation: list[str] = list(self._plan.report)
+        self._report = list(self._plan.report)
+        # Whether the plan is known to hold: it assumed no probe, a worker started under it, or the
+        # probes it assumed passed (see _replanned).
+        self._plan_confirmed = not self._plan.assumed
         # Who the student's code runs as: when it is the grader's own uid, the worker can write
         # whatever the grader can (the runner then watches its files; see run.py).
         self.worker_uid: int = self._plan.uid
@@ -184,7 +193,11 @@ class Sandbox(Exchange):
         self._home_used = False  # whether a worker wrote the home folder on disk since it was emptied
         # Start the interpreter now: its start-up (numpy's import) overlaps the grader's own work,
         # such as collecting the tests, and is awaited on first use.
-        self._launch()
+        try:
+            self._launch()
+        except BaseException:
+            self._finalizer()
+            raise
 
     # ----- public API -------------------------------------------------------------------------
 
@@ -288,6 +301,15 @@ class Sandbox(Exchange):
                 f"the limit is {self.limits.output_bytes} bytes]\n"
             )
         return text
+
+    @property
+    def isolation(self) -> list[str]:
+        """The report of the isolation in force, once the plan is confirmed (a worker is started and
+        awaited if need be: a plan that assumed its probes may still be replaced)."""
+        if not self._plan_confirmed:
+            with contextlib.suppress(StudentException):  # the plan is confirmed all the same
+                self._ready_worker()
+        return list(self._report)
 
     @property
     def folder(self) -> Path:
@@ -404,7 +426,9 @@ class Sandbox(Exchange):
         """Start a worker and send it its init message, without waiting for it (see _await_ready).
 
         Every worker starts from the submitted files only: under bubblewrap its home is a new
-        tmpfs; otherwise the folder an earlier worker used is emptied first.
+        tmpfs; otherwise the folder an earlier worker used is emptied first. A worker that cannot
+        even be spawned is started again under a new plan when its plan's assumptions fail
+        (`_replanned`).
         """
         self._empty_home()
         self._home_used = not self._plan.bubblewrap
@@ -422,7 +446,28 @@ class Sandbox(Exchange):
             "site_packages": [str(p) for p in self._site_packages], "limits": limits,
             **self.config.for_worker(),
         }
-        self._res.worker = process.launch(self._plan, self._python, self._worker_folder, self._home, init)
+        try:
+            self._res.worker = process.launch(self._plan, self._python, self._worker_folder, self._home, init)
+            return
+        except WorkerDied as exc:
+            failed = exc
+        if not self._replanned():
+            raise failed
+        self._launch()
+
+    def _replanned(self) -> bool:
+        """After a worker failed to start: whether its plan assumed a probe that fails, and was
+        replaced by a plan made with that answer (the report too; the failed start's output is
+        dropped). The plan may raise NoSafeIdentity."""
+        if not isolation.refuted(self._plan):
+            self._plan_confirmed = True
+            return False
+        self._plan = isolation.plan(**self._plan_settings)
+        self._plan_confirmed = not self._plan.assumed
+        self._report = list(self._plan.report)
+        self._output.clear()
+        self._dropped = 0
+        return True
 
     def _empty_home(self) -> None:
         """Remove what a worker wrote on disk (its folder, its uid's scratch and IPC objects), if one did."""
@@ -431,13 +476,21 @@ class Sandbox(Exchange):
             self._home_used = False
 
     def _await_ready(self, worker: WorkerProcess) -> None:
-        """Wait until a launched worker has applied its limits and imported numpy."""
-        try:
-            limit = max(START_TIMEOUT, self.limits.call_timeout)
-            reply, _ = self._exchange({"seq": worker.init_seq}, [], "start-up", limit, send=False, wall=limit)
-        except StudentException as exc:
-            tail = self._output[-2000:].decode(errors="replace").strip()
-            raise WorkerDied(f"{exc}; its output: {tail or '(none)'}") from None
+        """Wait until a launched worker has applied its limits and imported numpy; if it fails to
+        start under a plan whose assumptions fail, start another under the new plan."""
+        limit = max(START_TIMEOUT, self.limits.call_timeout)
+        while True:
+            try:
+                reply, _ = self._exchange({"seq": worker.init_seq}, [], "start-up", limit, send=False, wall=limit)
+                break
+            except StudentException as exc:
+                failed = exc
+            if not self._replanned():
+                tail = self._output[-2000:].decode(errors="replace").strip()
+                raise WorkerDied(f"{failed}; its output: {tail or '(none)'}")
+            self._launch()
+            assert self._res.worker is not None
+            worker = self._res.worker
         pid = reply.get("pid")
         if reply.get("ok") is not True or type(pid) is not int:
             raise self._protocol_failure("malformed start-up reply", "start-up")
@@ -451,8 +504,9 @@ class Sandbox(Exchange):
         unfiltered = reply.get("unfiltered")
         if unfiltered is not None:  # said before any student code ran: the worker's own words
             note = f"reduced: memory files and System V memory not refused ({str(unfiltered)[:200]})"
-            if note not in self.isolation:
-                self.isolation.append(note)
+            if note not in self._report:
+                self._report.append(note)
                 print(f"sandbox: {note}", file=sys.stderr)
         worker.ready = True
+        self._plan_confirmed = True
         self.last_start_seconds = time.perf_counter() - worker.launched
