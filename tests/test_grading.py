@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import csv
 import json
+import statistics
 import subprocess
 import sys
 import textwrap
@@ -18,10 +19,11 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator
 
+import numpy as np
 import pytest
 
 from autograder.grade_reference import full_marks_problem
-from autograder.harness.plugin import submitted_file_problem
+from autograder.harness.plugin import InProcessBackend, submitted_file_problem
 from autograder.harness.results import FAULT_MESSAGE, validate
 
 REPO = Path(__file__).resolve().parent.parent
@@ -412,6 +414,32 @@ def test_in_process_a_spinning_test_ends_at_its_own_limit(tmp_path: Path, source
     assert test["status"] == "failed" and says in test["output"], (
         f"the test should end with {says!r}: {test['output']!r}\n{done.stderr[-2000:]}")
     assert time.monotonic() - started < 30, "the spin should end at its limit, not at the runner's 60 s"
+
+
+def small_matmuls(steps: int) -> np.ndarray:
+    """A few milliseconds of numpy work in many short calls, as a cached decode step makes them."""
+    a, b = np.ones((8, 64)), np.full((64, 64), 0.01)
+    for _ in range(steps):
+        a = np.tanh(a @ b)
+    return a
+
+
+def test_in_process_timed_work_is_measured_whole(tmp_path: Path) -> None:
+    """The CPU timer that stops timed work in-process (ITIMER_PROF) must not change what is
+    measured: while it was armed, Linux's process CPU clock (time.process_time) lagged behind
+    numpy work by milliseconds (here it often read nothing at all for 2 ms of it), and an honest
+    decode's long run then looked 13-14 times its short ones (in-process gradings of the reference
+    lost the position-budget points about once in 15). The same work timed by this thread's clock,
+    with no timer armed, is the yardstick."""
+    backend = InProcessBackend(tmp_path, call_timeout=10.0)
+    ratios = []
+    for _ in range(10):
+        _, measured = backend.cpu_seconds(small_matmuls, 400)
+        started = time.thread_time()
+        small_matmuls(400)
+        ratios.append(measured / (time.thread_time() - started))
+    assert statistics.median(ratios) > 0.8, (
+        f"timed work must be measured whole: measured / actual CPU time was {sorted(ratios)}")
 
 
 def test_in_process_mode_gives_the_reference_full_marks(tmp_path: Path) -> None:
