@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from eviction_checks import CLASSES, Script
+from eviction_checks import CLASSES, Script, held_blocks
 from kvlab.testing import drawn
 from kvlab.trace import BLOCK, Request, load_mooncake_trace, mooncake_dir
 from paged_checks import describe_error, outcome
@@ -215,7 +215,7 @@ def replay_problem(student: Any, policy: str, capacity: int, seed: int, n_ops: i
             return f"{where}: {op} raised {describe_error(error)}"
         if op == "match" and got != want:
             return f"{where}: match returned {got!r}; expected {want}"
-        held = [block for block in range(universe) if block in cache]
+        held = held_blocks(student, cache, range(universe))
         expected = [block for block in range(universe) if block in reference]
         if held != expected:
             return (f"{where}: the cache holds {held}; expected {expected}. Likely cause: "
