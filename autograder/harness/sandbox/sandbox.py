@@ -306,7 +306,7 @@ class Sandbox(Exchange):
     def isolation(self) -> list[str]:
         """The report of the isolation in force, once the plan is confirmed (a worker is started and
         awaited if need be: a plan that assumed its probes may still be replaced)."""
-        if not self._plan_confirmed:
+        if not self._plan_confirmed and self._finalizer.alive:
             with contextlib.suppress(StudentException):  # the plan is confirmed all the same
                 self._ready_worker()
         return list(self._report)
