@@ -323,7 +323,6 @@ def root_only_interpreter(folder: Path) -> str:
 @pytest.mark.parametrize("cause", ["no-such-user", "root-only-interpreter"])
 def test_no_unprivileged_identity_stops_instead_of_running_as_root(
     folders: dict[str, Path], bubblewrap: bool, cause: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-    unprobed: dict[Any, str | None],
 ) -> None:
     """Forced with a user that does not exist (refused when the sandbox is made) or an interpreter
     the worker's uid cannot run (refused at its first start, once every probe said why): no payload
