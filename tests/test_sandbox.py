@@ -858,6 +858,70 @@ ISOLATIONS = [
 ]
 
 
+def test_a_worker_that_ends_at_once_is_left_to_the_wait_for_its_start(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """bubblewrap refusing to start (Gradescope's Docker) ends the worker before `launch` writes its
+    init message: launch must hand it over for the wait to report, not raise BrokenPipeError (which
+    voided the grading). Popen is made to return only once the process has ended (not yet reaped:
+    stopping the worker reaps it)."""
+    real_popen = subprocess.Popen
+
+    def ended(*args: Any, **kwargs: Any) -> subprocess.Popen[bytes]:
+        proc = real_popen(*args, **kwargs)
+        os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOWAIT)
+        return proc
+
+    monkeypatch.setattr(process.subprocess, "Popen", ended)
+    plan = isolation.Plan(["/bin/false"], {}, os.geteuid(), os.getegid(), [])
+    worker = process.launch(plan, sys.executable, tmp_path, tmp_path, {"seq": 1, "op": "init"})
+    try:
+        assert os.read(worker.resp_r, 1) == b"", "the ended worker's reply pipe must be at its end"
+    finally:
+        worker.stop(False, lambda output: None)
+
+
+# Gradescope's Docker: bubblewrap is installed but may not create namespaces. Here CAP_SYS_ADMIN is
+# dropped from a child's bounding set, which makes bwrap fail the same way ("Creating new namespace
+# failed"), at once: both views' starts fail, their probes say why, and the worker runs without
+# bubblewrap; a second sandbox in the same process knows the answers.
+REFUSED_BUBBLEWRAP = """
+import json, sys
+from pathlib import Path
+from autograder.harness.sandbox import Sandbox
+for _ in range(2):
+    with Sandbox(Path(sys.argv[1]), [], python=sys.argv[2]) as sandbox:
+        answer = sandbox.module("stud").count()
+        print(json.dumps([answer, sandbox.launches, sandbox.captured_output(), sandbox.isolation]))
+"""
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("setpriv") or not shutil.which("bwrap"),
+                    reason="needs root, setpriv and bubblewrap")
+def test_where_bubblewrap_cannot_start_the_worker_runs_without_it(folders: dict[str, Path]) -> None:
+    python = readable_system_python()
+    if python is None:
+        pytest.skip("no interpreter here that the unprivileged user can run")
+    done = subprocess.run(
+        ["setpriv", "--bounding-set=-sys_admin", "--inh-caps=-sys_admin", sys.executable, "-c", REFUSED_BUBBLEWRAP,
+         str(folders["student"]), python],
+        capture_output=True, text=True, timeout=120, env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
+    assert done.returncode == 0, f"the grader must survive bubblewrap's refusal:\n{done.stderr[-3000:]}"
+    lines = done.stdout.splitlines()
+    assert len(lines) == 2, f"two sandboxes expected to report: {done.stdout!r}"
+    # The second sandbox of the process knows the probes' answers: it starts without bubblewrap at once.
+    for line, expected_launches in zip(lines, (3, 1)):
+        answer, launches, output, report = json.loads(line)
+        assert answer == 1, f"the worker without bubblewrap must serve the call, got {answer!r}"
+        assert launches == expected_launches, (
+            f"{expected_launches} starts expected (a refused start per view, then one without), not {launches}")
+        assert output == "", f"bubblewrap's complaints are not the student's output: {output!r}"
+        text = "\n".join(report)
+        for phrase in ("no bubblewrap: bwrap: Creating new namespace failed", "protected by permissions only"):
+            assert phrase in text, f"the report must say {phrase!r}:\n{text}"
+
+
 @pytest.mark.parametrize("bubblewrap, python", ISOLATIONS)
 def test_folder_limits_stop_the_worker_and_leave_nothing(
     folders: dict[str, Path], bubblewrap: bool, python: str | None,

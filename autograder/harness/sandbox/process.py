@@ -397,5 +397,8 @@ def launch(plan: Plan, python: str, folder: Path, home: Path, init: dict[str, An
     for fd in (req_w, resp_r, out_r):
         os.set_blocking(fd, False)
     # A few hundred bytes: the fresh pipe takes them at once, whatever the worker is doing.
-    os.write(req_w, wireformat.frame(init, [])[0])
+    try:
+        os.write(req_w, wireformat.frame(init, [])[0])
+    except BrokenPipeError:
+        pass  # it ended at once (bubblewrap refused to start, say): waiting for it reports that
     return WorkerProcess(proc, req_w, resp_r, out_r, launched, init["seq"])
