@@ -179,7 +179,8 @@ def plan(
 ) -> Plan:
     """The strongest isolation available here (see the module docstring). As root the worker runs
     as `user`, else as `identity` (a uid claimed for this sandbox alone), else as nobody.
-    `optimistic`: probes not yet run in this process are assumed to pass (`Plan.assumed`)."""
+    `optimistic`: probes not yet run in this process are assumed to pass (`Plan.assumed`), but for
+    the wide view's, which is run once the narrow view was refused."""
     limits_line = limits.describe()
     assumed: list[Probe] = []
 
@@ -237,11 +238,14 @@ def plan(
         why_not_bwrap = why_not_user
     else:
         # The narrow view first (system folders only); the whole read-only root if the interpreter
-        # cannot run in it (it lives somewhere the bound-back folders do not cover).
+        # cannot run in it (it lives somewhere the bound-back folders do not cover). The wide view
+        # is tried only once the narrow one was refused, and then probed, never assumed: where
+        # bubblewrap refuses one view (Docker without namespaces, as on Gradescope) it refuses both,
+        # and a probe costs less than a worker's refused start.
         for system_only in (True, False):
             check = [bwrap, *bubblewrap_mounts([], readable, system_only=system_only), *NAMESPACES, "--",
                      *_setpriv(setpriv, probe_uid, probe_gid), *_numpy_check(python, site_packages)]
-            why_not_bwrap = answer(check)
+            why_not_bwrap = answer(check) if system_only else probe(tuple(check))
             if why_not_bwrap is None:
                 break
     if why_not_bwrap is None:
