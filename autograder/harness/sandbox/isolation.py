@@ -12,10 +12,11 @@ The unprivileged user of (a) and (b) is, unless the caller names one, a uid of t
 A root grader whose unprivileged user cannot run the interpreter raises NoSafeIdentity: student
 code never runs as root.
 Each probe runs a real interpreter that finds numpy, once per grader process. A plan made
-`optimistic` assumes that the probes whose answers this process does not know yet pass, and lists
-them (`Plan.assumed`): the sandbox starts its worker at once and runs them (`refuted`) only if
-that worker fails to start. The probes run no submitted file, so a submission that breaks its
-worker's start cannot choose a weaker isolation: only their answers change the plan.
+`optimistic` assumes that the probes whose answers this process does not know yet pass (the wide
+view's aside, see `plan`), and lists them (`Plan.assumed`): the sandbox starts its worker at once
+and runs them (`refuted`) only if that worker fails to start. The probes run no submitted file, so
+a submission that breaks its worker's start cannot choose a weaker isolation: only their answers
+change the plan.
 """
 from __future__ import annotations
 

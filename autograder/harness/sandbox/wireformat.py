@@ -1,9 +1,10 @@
 """The wire format, shared by both ends of the sandbox: framing, size caps and the array helpers.
 
 The trusted side imports it as `autograder.harness.sandbox.wireformat`; the worker, which runs as
-`python -I -S -B worker.py` from a private folder without this package, imports the copy the
-sandbox places beside it (see `worker.py`). So this module uses the standard library only, and
-takes numpy as an argument (the worker imports numpy only after its limits are in force).
+`python -I -S -B -c "...import worker..."` from a private folder without this package, imports
+the copy the sandbox places beside it (see `process.launch`). So this module uses the standard
+library only, and takes numpy as an argument (the worker imports numpy only after its limits are
+in force).
 
 A message (both directions): HEADER = (JSON length, total blob length), the UTF-8 JSON header, then
 the blobs back to back; `header["blobs"]` lists the blob lengths. A value is a JSON list whose first

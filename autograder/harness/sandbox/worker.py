@@ -598,4 +598,3 @@ def main() -> None:
     send(resp_fd, {"seq": init["seq"], "ok": True, "pid": os.getpid(), "numpy": worker.np.__version__,
                    "unfiltered": unfiltered}, [])
     worker.serve()
-
