@@ -60,6 +60,7 @@ class Exchange:
     sent: Sent
     _generation: int
     methods: set[tuple[Any, str]]
+    _worker_holds: bool
     # Why each worker stopped for cause (a timeout, a crash, invalid data), by the generation of its
     # objects: a proxy of that generation used later in the test is the student's failure.
     _stopped: dict[int, str]
@@ -240,6 +241,7 @@ class Exchange:
         generation = self._generation
 
         def make_proxy(number: int, type_name: str) -> Proxy:
+            self._worker_holds = True
             return Proxy(self, ["R", number], generation, f"your {type_name}", type_name)
 
         try:

@@ -157,6 +157,11 @@ class Sent:
             return self.values[number]
         return self.array(number)
 
+    @property
+    def numbered(self) -> bool:
+        """Whether anything was sent by number since the last clear (the worker then keeps it)."""
+        return bool(self.arrays or self.values)
+
     def clear(self) -> None:
         """A new test (or a new worker): the numbers sent so far name nothing any more."""
         self.arrays.clear()

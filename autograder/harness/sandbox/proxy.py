@@ -44,7 +44,8 @@ class Proxy:
         # object.__setattr__: our own __setattr__ forwards attribute writes to the worker.
         object.__setattr__(self, "_sbx_box", box)
         object.__setattr__(self, "_sbx_target", target)
-        object.__setattr__(self, "_sbx_generation", generation)  # None: a module, valid across restarts
+        # None: a module, or a module's attribute by name (["Q", ...]): valid across restarts.
+        object.__setattr__(self, "_sbx_generation", generation)
         object.__setattr__(self, "_sbx_label", label)  # the expression that produced it, for messages
         object.__setattr__(self, "_sbx_type", type_name)
 
@@ -131,7 +132,7 @@ class Proxy:
 
     def __repr__(self) -> str:
         # Never raises: pytest and debuggers call repr while reporting other failures.
-        if self._sbx_generation is None:
+        if self._sbx_target[0] == "M":
             return f"<student module {self._sbx_target[1]} (sandboxed)>"
         try:
             text = self._sbx("repr", label=f"repr({self._sbx_label})")

@@ -181,6 +181,14 @@ class Sandbox(Exchange):
         # (Proxy.__getattr__ then skips the lookup: one round trip per call instead of two).
         # Dropped with the object table.
         self.methods: set[tuple[Any, str]] = set()
+        # (module, name) of the functions and classes of the student's modules, per the worker, with
+        # their type names: `module.name` is then a proxy that names it, ["Q", "module:name"], and
+        # the worker looks it up at each use (one round trip per call instead of two). Kept across
+        # resets and restarts: a module's functions are the same in every worker. Only an
+        # optimisation: a wrong answer costs the student's test (a name where it expected a value).
+        self._named: dict[tuple[str, str], str] = {}
+        # Whether the worker's object table may hold something since the last reset (see reset).
+        self._worker_holds = False
         # What this process holds of the student's replies, bounded per test (kept.Holding).
         self.holding = Holding()
         # The arrays sent to the worker in this test, which it may hand back by number (kept.Sent).
@@ -274,11 +282,15 @@ class Sandbox(Exchange):
         are dropped) is replaced on next use.
         """
         worker = self._res.worker
-        if worker is not None and worker.ready:  # a worker still starting has no objects yet
+        # A worker still starting has no objects yet; one that has handed out no reference and been
+        # sent nothing by number since the last reset has none in its table either (it numbers an
+        # object only in what it sends here, where the reply is decoded into a proxy).
+        if worker is not None and worker.ready and (self._worker_holds or self.sent.numbered):
             try:
                 self._request("reset", None, (), {}, "reset()")
             except StudentException:
                 pass  # the worker is gone; the next request starts a fresh one
+        self._worker_holds = False
         self._generation += 1
         self.methods.clear()
         self._output.clear()
@@ -356,6 +368,8 @@ class Sandbox(Exchange):
         if proxy is not None:
             self._check_fresh(proxy)
             target = proxy._sbx_target
+            if op == "getattr" and target[0] == "M" and (target[1], args[0]) in self._named:
+                return Proxy(self, ["Q", f"{target[1]}:{args[0]}"], None, label, self._named[target[1], args[0]])
         self._ready_worker()
         blobs: list[Any] = []
         header: dict[str, Any] = {"op": op, "target": target}
@@ -372,6 +386,8 @@ class Sandbox(Exchange):
         if op == "getattr" and reply.get("method") is True and proxy is not None \
                 and proxy._sbx_generation == self._generation:
             self.methods.add((proxy._sbx_key(), args[0]))
+        if op == "getattr" and reply.get("named") is True and target[0] == "M" and isinstance(value, Proxy):
+            self._named[target[1], args[0]] = value._sbx_type
         return value
 
     def _interpret(self, op: str, reply: dict[str, Any], blobs: list[memoryview], label: str) -> Any:
@@ -384,6 +400,7 @@ class Sandbox(Exchange):
             generation = self._generation
 
             def make_proxy(number: int, type_name: str) -> Proxy:
+                self._worker_holds = True
                 return Proxy(self, ["R", number], generation, label, type_name)
 
             return Decoder(blobs, make_proxy, self._wire_types, self.holding, self.sent).decode(reply["value"])
@@ -432,8 +449,10 @@ class Sandbox(Exchange):
         """
         self._empty_home()
         self._home_used = not self._plan.bubblewrap
+        self._res.unsealed = self._res.unsealed or not self._plan.bubblewrap
         self._disk_checked, self._disk_checked_cpu = 0.0, 0.0
         self.sent.clear()
+        self._worker_holds = False
         self._seq += 1
         self.launches += 1
         limits = {

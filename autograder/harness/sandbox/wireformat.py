@@ -9,16 +9,16 @@ in force).
 A message (both directions): HEADER = (JSON length, total blob length), the UTF-8 JSON header, then
 the blobs back to back; `header["blobs"]` lists the blob lengths. A value is a JSON list whose first
 item is a tag:
-    ["N"] None, ["B", b], ["I", i], ["F", x], ["S", s], ["Y", blob] bytes, ["L", [...]] list,
-    ["T", [...]] tuple, ["D", [[key, value], ...]] dict with str keys, ["A", blob, dtype, shape,
-    order] ndarray (see below), ["G", blob, dtype, [], "C"] numpy scalar as its 0-d array, ["P",
-    dtype.str, "dtype" or "type"] a numeric numpy dtype or scalar type (np.dtype("<f4") or
-    np.float32), ["C", "module:Class", [[field, value], ...]] one of the configured wire types,
-    ["R", number, type name] a reference into the worker's object table, ["X", module, qualname,
-    [[module, qualname], ...MRO]] an exception class (worker to trusted only), ["M", module] a
-    module by name, ["Q", "module:attr.path"] a library object by name, ["J", blob, "<i8", [n],
-    "C"] a long list of ints as one int64 array (both ways), and ["W", "module:Class", "L" or "T",
-    [blob, dtype, shape, order], ...] a list or tuple of one wire type as the columns of its
+    ["N"] None, ["B", b], ["I", i], ["F", x], ["S", s], ["Y", blob] bytes, ["L", [...]] list, ["T",
+    [...]] tuple, ["D", [[key, value], ...]] dict with str keys, ["A", blob, dtype, shape, order]
+    ndarray (see below), ["G", blob, dtype, [], "C"] numpy scalar as its 0-d array, ["P", dtype.str,
+    "dtype" or "type"] a numeric numpy dtype or scalar type (np.dtype("<f4") or np.float32), ["C",
+    "module:Class", [[field, value], ...]] one of the configured wire types, ["R", number, type
+    name] a reference into the worker's object table, ["X", module, qualname, [[module, qualname],
+    ...MRO]] an exception class (worker to trusted only), ["M", module] a module by name, ["Q",
+    "module:attr.path"] a library object or a module's function or class by name, ["J", blob, "<i8",
+    [n], "C"] a long list of ints as one int64 array (both ways), and ["W", "module:Class", "L" or
+    "T", [blob, dtype, shape, order], ...] a list or tuple of one wire type as the columns of its
     configured codec (trusted to worker only: a scalar column is one array, a ragged one two:
     lengths, then all values).
 An array crosses as its raw bytes (`array_form`, `load_array`): the blob holds its elements in C
@@ -35,7 +35,9 @@ keys in the same order, holding the same unchanged arrays), as ["E", number] (wo
 A request names an operation of the worker's table (getattr, call, callmethod, len, ...); a reply to
 getattr may say "method": true when the attribute is a method of the object's class that nothing
 of the object's own shadows, and the trusted side then sends the next `obj.name(...)` as one
-callmethod request (the worker looks the name up again at the call).
+callmethod request (the worker looks the name up again at the call). A reply to getattr on a
+module may say "named": true when the attribute is a function or a class: the trusted side then
+names it as ["Q", "module:name"] from then on, which the worker looks up at each use.
 
 The first message on the request pipe is the init message: {"op": "init", "seq", "home",
 "lib_dirs", "site_packages", "limits", "wire_types", "codecs", "remote"}.

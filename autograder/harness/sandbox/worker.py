@@ -333,6 +333,9 @@ class Worker:
                 result = self.ops[op](target, *args, **kwargs)
             if op == "getattr" and self.is_class_method(target, args[0], result):
                 reply["method"] = True
+            elif op == "getattr" and type(target) is types.ModuleType \
+                    and isinstance(result, (types.FunctionType, type)):
+                reply["named"] = True
             reply["value"] = self.encode(result, out, 0)
             if sum(map(len, out)) > MAX_MESSAGE_BYTES - MAX_JSON_BYTES:
                 raise UnsupportedValue(f"the result is larger than {MAX_MESSAGE_BYTES >> 20} MB")
