@@ -386,7 +386,8 @@ class Sandbox(Exchange):
         if op == "getattr" and reply.get("method") is True and proxy is not None \
                 and proxy._sbx_generation == self._generation:
             self.methods.add((proxy._sbx_key(), args[0]))
-        if op == "getattr" and reply.get("named") is True and target[0] == "M" and isinstance(value, Proxy):
+        if op == "getattr" and reply.get("named") is True and target[0] == "M" and isinstance(value, Proxy) \
+                and args[0].isidentifier():  # "module:name" must name this attribute and no other
             self._named[target[1], args[0]] = value._sbx_type
         return value
 
