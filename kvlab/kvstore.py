@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import hashlib
+import re
 import shutil
 import socket
 import socketserver
@@ -328,17 +329,27 @@ class EmbeddedRedisServer(socketserver.ThreadingTCPServer):
         return _error(f"ERR unknown command or wrong number of arguments for '{name.lower()}' (kvlab's embedded server)")
 
 
-def _answers_ping(address: str | tuple[str, int], timeout: float = 0.5) -> bool:
-    """Whether a Redis server at `address` (a Unix socket path or (host, port)) replies +PONG."""
+def _redis_pid(address: str | tuple[str, int], timeout: float = 0.5) -> int | None:
+    """The process id the Redis server at `address` (a Unix socket path or (host, port)) reports in
+    INFO server; None when nothing answers there (yet)."""
     family = socket.AF_UNIX if isinstance(address, str) else socket.AF_INET
     try:
         with socket.socket(family, socket.SOCK_STREAM) as sock:
             sock.settimeout(timeout)
             sock.connect(address)
-            sock.sendall(b"*1\r\n$4\r\nPING\r\n")
-            return sock.recv(16).startswith(b"+PONG")
+            sock.sendall(b"*2\r\n$4\r\nINFO\r\n$6\r\nserver\r\n")
+            reply = b""
+            while len(reply) < 1 << 16:
+                chunk = sock.recv(4096)
+                if not chunk:
+                    return None
+                reply += chunk
+                found = re.search(rb"\r\nprocess_id:(\d+)\r\n", reply)
+                if found:
+                    return int(found.group(1))
     except OSError:
-        return False
+        pass
+    return None
 
 
 def _free_port() -> int:
@@ -347,45 +358,69 @@ def _free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+# Tries of a new port when the one found free was taken before redis-server bound it.
+PORT_ATTEMPTS = 3
+
+
 @contextlib.contextmanager
 def _system_redis(maxmemory_bytes: int, unix_socket: bool, start_timeout: float) -> Iterator[str]:
-    """The system redis-server in a temporary directory, on loopback or a Unix socket; removed after."""
+    """The system redis-server in a temporary directory, on loopback or a Unix socket; removed after.
+
+    A TCP port is found free (bind 0, then close) before redis-server binds it, so another process
+    can take it in between: the server then exits, or another Redis answers there. Ready means the
+    Redis at the address reports this process's id; a port taken meanwhile is replaced by another.
+    """
     executable = shutil.which("redis-server")
     if executable is None:
         raise FileNotFoundError("redis-server is not installed (Debian/Ubuntu: apt-get install redis-server)")
     with tempfile.TemporaryDirectory(prefix="kvlab-redis-") as directory:
-        if unix_socket:
-            path = str(Path(directory) / "redis.sock")
-            where: list[str] = ["--port", "0", "--unixsocket", path, "--unixsocketperm", "700"]
-            address: str | tuple[str, int] = path
-            url = f"unix://{path}"
-        else:
-            port = _free_port()
-            where = ["--port", str(port), "--bind", "127.0.0.1"]
-            address, url = ("127.0.0.1", port), f"redis://127.0.0.1:{port}"
-        command = [executable, *where, "--save", "", "--appendonly", "no", "--dir", directory,
-                   "--maxmemory", str(maxmemory_bytes), "--maxmemory-policy", "allkeys-lru",
-                   "--daemonize", "no", "--protected-mode", "yes", "--logfile", str(Path(directory) / "redis.log")]
-        process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                   stderr=subprocess.PIPE)
-        try:
-            deadline = time.monotonic() + start_timeout
-            while not _answers_ping(address):
-                if process.poll() is not None or time.monotonic() > deadline:
-                    log = Path(directory) / "redis.log"
-                    detail = log.read_text(errors="replace")[-2000:] if log.is_file() else ""
-                    raise RuntimeError(f"redis-server did not answer PING at {url} (exit code {process.poll()}):\n{detail}")
-                time.sleep(0.02)
-            yield url
-        finally:
-            process.terminate()
+        log = Path(directory) / "redis.log"
+        for attempt in range(PORT_ATTEMPTS):
+            if unix_socket:
+                path = str(Path(directory) / "redis.sock")
+                where: list[str] = ["--port", "0", "--unixsocket", path, "--unixsocketperm", "700"]
+                address: str | tuple[str, int] = path
+                url = f"unix://{path}"
+            else:
+                port = _free_port()
+                where = ["--port", str(port), "--bind", "127.0.0.1"]
+                address, url = ("127.0.0.1", port), f"redis://127.0.0.1:{port}"
+            command = [executable, *where, "--save", "", "--appendonly", "no", "--dir", directory,
+                       "--maxmemory", str(maxmemory_bytes), "--maxmemory-policy", "allkeys-lru",
+                       "--daemonize", "no", "--protected-mode", "yes", "--logfile", str(log)]
+            process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                       stderr=subprocess.PIPE)
             try:
-                process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
-            if process.stderr is not None:
-                process.stderr.close()
+                deadline = time.monotonic() + start_timeout
+                while (pid := _redis_pid(address)) != process.pid:
+                    taken = pid is not None or (process.poll() is not None and "already in use" in _tail(log))
+                    if taken and attempt + 1 < PORT_ATTEMPTS:
+                        break
+                    if taken or process.poll() is not None or time.monotonic() > deadline:
+                        raise RuntimeError(f"redis-server did not answer at {url} (exit code {process.poll()}):\n"
+                                           f"{_tail(log)}")
+                    time.sleep(0.02)
+                else:
+                    yield url
+                    return
+            finally:
+                _stop(process)
+
+
+def _tail(log: Path) -> str:
+    """The end of redis-server's log ("" before it writes one)."""
+    return log.read_text(errors="replace")[-2000:] if log.is_file() else ""
+
+
+def _stop(process: subprocess.Popen) -> None:
+    process.terminate()
+    try:
+        process.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+    if process.stderr is not None:
+        process.stderr.close()
 
 
 @contextlib.contextmanager

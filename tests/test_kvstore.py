@@ -135,6 +135,27 @@ def test_maxmemory_evicts_chunks_and_lookup_shortens(server: str, reference: Mod
         client.close()
 
 
+@pytest.mark.skipif(shutil.which("redis-server") is None, reason="redis-server is not installed")
+@pytest.mark.parametrize("holder", ["another redis-server", "a silent listener"])
+def test_a_port_taken_before_redis_binds_it_is_replaced(monkeypatch: pytest.MonkeyPatch, holder: str) -> None:
+    """The port found free is taken before redis-server binds it: by another Redis, which would
+    answer PING in its place, or by a socket that answers nothing. The store must be the server this
+    call started, on another port."""
+    import kvlab.kvstore as kvstore
+
+    real = kvstore._free_port
+    with redis_server(MAXMEMORY, backend="system") as other, socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen()
+        taken = int(other.rsplit(":", 1)[1]) if holder == "another redis-server" else silent.getsockname()[1]
+        offered = iter([taken])
+        monkeypatch.setattr(kvstore, "_free_port", lambda: next(offered, None) or real())
+        with redis_server(MAXMEMORY, backend="system", start_timeout=5) as url:
+            assert int(url.rsplit(":", 1)[1]) != taken, f"the store should have moved off the taken port {taken}"
+            redis.Redis.from_url(url).set(b"mine", b"1")
+        assert not redis.Redis.from_url(other).exists(b"mine"), "the store's writes went to the other Redis"
+
+
 def test_embedded_server_evicts_the_least_recently_used_first(reference: ModuleType) -> None:
     # Real Redis approximates LRU (it samples keys, with a 1 s clock), so only the embedded server's
     # exact order is asserted: the oldest chunks go first, and a chunk read since then stays.

@@ -1,19 +1,18 @@
 """The module-6 server (kvlab.serving.server) over HTTP, on the reference block manager.
 
-Servers run on 127.0.0.1 only, on a free port, started and stopped by the fixtures, each test
-bounded in time. Covered: /health, /v1/models, /metrics; chat and text completions with and
-without streaming (SSE ending in [DONE]); prefix-cache hits reported in usage and /metrics;
-OpenAI-style error bodies and status codes; 8 concurrent streaming clients with mixed prefixes on a
-pool too small for all of them (same tokens as alone, none lost, the pool never over-committed,
-every block free again); the lab's own script, unchanged except for its base_url; and `--kv-store`:
-two servers (different PYTHONHASHSEED) sharing one Redis, the second loading what the first stored.
+Servers run on 127.0.0.1 only, on a port each chooses itself (kvlab.serving.launch), started and
+stopped by the fixtures, each test bounded in time. Covered: /health, /v1/models, /metrics; chat and
+text completions with and without streaming (SSE ending in [DONE]); prefix-cache hits reported in
+usage and /metrics; OpenAI-style error bodies and status codes; 8 concurrent streaming clients with
+mixed prefixes on a pool too small for all of them (same tokens as alone, none lost, the pool never
+over-committed, every block free again); the lab's own script, unchanged except for its base_url;
+and `--kv-store`: two servers (different PYTHONHASHSEED) sharing one Redis, the second loading what
+the first stored.
 """
 from __future__ import annotations
 
 import json
 import os
-import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -23,6 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+
+from kvlab.serving.launch import Launched, ServerFailed, launch, stop, wait_ready
 
 httpx = pytest.importorskip("httpx", reason="the serving stack (requirements/serving.txt) is not installed")
 openai = pytest.importorskip("openai", reason="the serving stack (requirements/serving.txt) is not installed")
@@ -36,18 +37,19 @@ STARTUP_SECONDS = 90
 BLOCKS, BLOCK_SIZE, MAX_MODEL_LEN = 24, 16, 384
 
 
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
 @dataclass
 class Running:
-    """A server process and its base URL."""
+    """A server process (on the port it chose, kvlab.serving.launch) and its base URL."""
 
-    process: subprocess.Popen
-    url: str
+    launched: Launched
+
+    @property
+    def process(self) -> subprocess.Popen:
+        return self.launched.process
+
+    @property
+    def url(self) -> str:
+        return self.launched.url
 
     @property
     def v1(self) -> str:
@@ -63,35 +65,21 @@ class Running:
 
 
 def start_server(*flags: str, hash_seed: str | None = None) -> Running:
-    port = free_port()
     env = {**os.environ, "OPENBLAS_NUM_THREADS": "1", "PYTHONPATH": str(REPO)}
     if hash_seed is not None:
         env["PYTHONHASHSEED"] = hash_seed
-    process = subprocess.Popen(
-        [sys.executable, "-m", "kvlab.serving.server", "--host", "127.0.0.1", "--port", str(port), *flags],
-        cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + STARTUP_SECONDS
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            pytest.fail(f"the server exited with {process.returncode}:\n{process.stdout.read()[-3000:]}")
-        try:
-            if httpx.get(url + "/health", timeout=2).status_code == 200:
-                return Running(process, url)
-        except httpx.HTTPError:
-            time.sleep(0.2)
-    stop_server(Running(process, url))
-    pytest.fail(f"the server did not answer /health within {STARTUP_SECONDS} s")
+    launched = launch(flags, env=env, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                      start_new_session=True)
+    try:
+        wait_ready(launched, time.monotonic() + STARTUP_SECONDS)
+    except ServerFailed as failure:
+        stop(launched)
+        pytest.fail(f"{failure} within {STARTUP_SECONDS} s:\n{launched.process.stdout.read()[-3000:]}")
+    return Running(launched)
 
 
 def stop_server(server: Running) -> None:
-    if server.process.poll() is None:
-        os.killpg(server.process.pid, signal.SIGTERM)
-        try:
-            server.process.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            os.killpg(server.process.pid, signal.SIGKILL)
-            server.process.wait(timeout=15)
+    stop(server.launched)
 
 
 @pytest.fixture(scope="module")

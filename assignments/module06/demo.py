@@ -42,8 +42,6 @@ import argparse  # noqa: E402
 import importlib.util  # noqa: E402
 import os  # noqa: E402
 import shutil  # noqa: E402
-import signal  # noqa: E402
-import socket  # noqa: E402
 import statistics  # noqa: E402
 import subprocess  # noqa: E402
 import time  # noqa: E402
@@ -101,49 +99,29 @@ def table_max_batch(student: Student) -> None:
                        notes=["0: the weights alone do not fit (DeepSeek-V3 needs a multi-GPU node even in FP8)"]))
 
 
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
 @contextmanager
 def running_servers(submission: Path, settings: Sequence[tuple[str, ...]],
                     hash_seeds: Sequence[str | None] | None = None) -> Iterator[list[str]]:
-    """One server per entry of `settings` (its extra flags), each on a free loopback port, all started at
-    once; yields their /v1 base URLs; stops them afterwards. hash_seeds: each one's PYTHONHASHSEED
-    (None: inherited)."""
-    import httpx
+    """One server per entry of `settings` (its extra flags), each on a loopback port it chose itself
+    (kvlab.serving.launch), all started at once; yields their /v1 base URLs; stops them afterwards.
+    hash_seeds: each one's PYTHONHASHSEED (None: inherited)."""
+    from kvlab.serving.launch import launch, stop, wait_ready
 
-    processes, ports = [], []
+    servers = []
     try:
         for flags, seed in zip(settings, hash_seeds or [None] * len(settings)):
-            port = free_port()
             env = {**os.environ, "PYTHONPATH": str(_ROOT)}
             if seed is not None:
                 env["PYTHONHASHSEED"] = seed
-            processes.append(subprocess.Popen([sys.executable, "-m", "kvlab.serving.server", "--host", "127.0.0.1",
-                                               "--port", str(port), *flags, "--submission", str(submission)],
-                                              cwd=_ROOT, start_new_session=True, env=env))
-            ports.append(port)
+            servers.append(launch([*flags, "--submission", str(submission)], env=env, cwd=_ROOT,
+                                  start_new_session=True))
         deadline = time.monotonic() + STARTUP_SECONDS
-        for process, port in zip(processes, ports):
-            while True:
-                if process.poll() is not None:
-                    raise RuntimeError(f"the server exited with {process.returncode}")
-                try:
-                    if httpx.get(f"http://127.0.0.1:{port}/health", timeout=2).status_code == 200:
-                        break
-                except httpx.HTTPError:
-                    if time.monotonic() > deadline:
-                        raise RuntimeError(f"the server did not start within {STARTUP_SECONDS} s") from None
-                    time.sleep(0.3)
-        yield [f"http://127.0.0.1:{port}/v1" for port in ports]
+        for server in servers:
+            wait_ready(server, deadline)
+        yield [f"{server.url}/v1" for server in servers]
     finally:
-        for process in processes:
-            if process.poll() is None:
-                os.killpg(process.pid, signal.SIGTERM)
-                process.wait(timeout=30)
+        for server in servers:
+            stop(server, timeout=30)
 
 
 def measure(submission: Path, caching: bool, runs: int) -> dict[str, Any]:

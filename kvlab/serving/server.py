@@ -4,7 +4,7 @@
     python -m kvlab.serving.server [--host 127.0.0.1] [--port 8000] [--served-model-name NAME ...]
         [--enable-prefix-caching | --no-enable-prefix-caching] [--max-model-len 4096]
         [--block-size 16] [--num-gpu-blocks-override 1024] [--dtype float32] [--submission DIR]
-        [--kv-store URL] [--kv-chunk-size 256]
+        [--kv-store URL] [--kv-chunk-size 256] [--port-file PATH]
 
 `--submission DIR` names the folder whose `block_manager.py` manages the KV blocks (default:
 $KVLAB_SUBMISSION, else the repository's reference solution when present, else the current
@@ -61,6 +61,7 @@ from fastapi.responses import JSONResponse, PlainTextResponse, Response, Streami
 
 from kvlab.kvstore import model_fingerprint, open_store
 from kvlab.serving.engine import SERVE, WEIGHT_SEED, Engine, EngineError, Event
+from kvlab.serving.launch import write_port
 from kvlab.serving.tokenizer import ChatTokenizer, load_tokenizer, stream_text
 
 REPO = Path(__file__).resolve().parents[2]
@@ -503,7 +504,10 @@ def _usage(n_prompt: int, n_output: int, cached: int) -> dict[str, Any]:
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m kvlab.serving.server", description=__doc__.split("\n\n")[0])
     parser.add_argument("--host", default="127.0.0.1")
-    parser.add_argument("--port", type=int, default=8000)
+    parser.add_argument("--port", type=int, default=8000, help="0: a free port the kernel chooses (see --port-file)")
+    parser.add_argument("--port-file", metavar="PATH", default=None,
+                        help="write the port the server listens on to PATH once it is bound (kvlab's own flag: "
+                             "with --port 0, how the demo and the tests learn a port nothing else can take first)")
     parser.add_argument("--served-model-name", nargs="+", default=[DEFAULT_MODEL],
                         help="the model name(s) requests must use (default: %(default)s)")
     parser.add_argument("--enable-prefix-caching", action=argparse.BooleanOptionalAction, default=True,
@@ -531,7 +535,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
-    uvicorn.run(create_app(args), host=args.host, port=args.port, log_level="warning")
+    config = uvicorn.Config(create_app(args), host=args.host, port=args.port, log_level="warning")
+    listening = config.bind_socket()
+    if args.port_file is not None:
+        write_port(Path(args.port_file), listening.getsockname()[1])
+    uvicorn.Server(config).run(sockets=[listening])
 
 
 if __name__ == "__main__":
