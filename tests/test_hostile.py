@@ -891,7 +891,7 @@ def test_hostile_submission(campaign: Campaign, case: Case) -> None:
 @pytest.mark.timeout(CAMPAIGN_TIMEOUT)
 def test_no_temporary_folder_outlives_the_suite(campaign: Campaign) -> None:
     """Every grading removes its temporary folders (the sandbox's, whatever the payload made there;
-    the grader's private one; the staged library)."""
+    the grader's private one; the course library's copy without bubblewrap)."""
     assert not campaign.folders_left, f"left behind by the gradings: {sorted(campaign.folders_left)[:5]}"
 
 

@@ -12,7 +12,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import types
 from pathlib import Path
 from typing import Any
 
@@ -31,11 +30,11 @@ from autograder.harness.sandbox import (
     WorkerDied,
     WorkerTimeout,
 )
-from autograder.harness import run
 from autograder.harness.course import COURSE
 from autograder.harness.plugin import SandboxBackend
 from autograder.harness.sandbox import isolation, kept, process, wire, wireformat
 from autograder.harness.sandbox.errors import explain_exit
+from suite_support import readable_python
 import kvlab
 from kvlab import model
 
@@ -459,6 +458,39 @@ def test_worker_cannot_write_lib_dirs(box: Sandbox, stud: Proxy, folders: dict[s
     with pytest.raises(OSError):
         stud.write_file(str(target), "x = 1")
     assert not target.exists(), "the worker wrote into a library folder"
+
+
+@pytest.mark.parametrize("wrapped", [True, False], ids=["bubblewrap", "no-bubblewrap"])
+def test_packages_are_imported_from_the_sandbox_and_read_only(folders: dict[str, Path], wrapped: bool) -> None:
+    """Sandbox(packages=...): under bubblewrap bound into the sandbox's folder (nothing copied on
+    disk), otherwise copied there once, read-only, and a fresh sibling imports from that copy
+    (unless the worker runs as the grader's user, which could have changed it)."""
+    kvlab_source = Path(kvlab.__file__).resolve().parent
+    python = sys.executable if wrapped else readable_python()
+    if python is None:
+        pytest.skip("no interpreter here that an unprivileged uid can run without bubblewrap")
+    with Sandbox(folders["student"], [], packages=[folders["lib"] / "libpkg", kvlab_source], bubblewrap=wrapped,
+                 python=python, limits=Limits(call_timeout=5.0), config=COURSE) as sandbox:
+        stud = sandbox.module("stud")
+        placed = sandbox.folder / "packages" / "libpkg" / "__init__.py"
+        assert stud.read_file(str(placed)) == LIBRARY, "the worker must read the package where the sandbox placed it"
+        assert stud.kind(sandbox.call("libpkg:apply_double", stud.Box(2))) == "int", "the package must import"
+        copied = not bubblewrapped(sandbox)
+        assert placed.exists() is copied, (
+            "a package must be copied without bubblewrap and only bound with it (on disk: "
+            f"{'a copy' if placed.exists() else 'nothing'})")
+        if worker_is_unprivileged(sandbox):
+            with pytest.raises(OSError):
+                stud.write_file(str(placed), "x = 1")
+        with sandbox.fresh() as sibling:
+            sibling_stud = sibling.module("stud")
+            assert sibling_stud.kind(sibling.call("libpkg:apply_double", sibling_stud.Box(2))) == "int", (
+                "a fresh sibling must import the package")
+            # Its own copy only where a worker could have changed its sandbox's (the grader's own user).
+            own_copy = copied and not worker_is_unprivileged(sandbox)
+            assert (sibling.folder / "packages" / "libpkg" / "__init__.py").exists() is own_copy, (
+                f"the sibling should {'copy the package itself' if own_copy else 'bind it, or import from its sandbox copy'}")
+    assert not sandbox.folder.exists(), "the sandbox's folder, copies included, must be removed"
 
 
 def test_worker_can_write_its_own_folder(stud: Proxy) -> None:
@@ -1071,17 +1103,18 @@ def test_a_worker_imports_its_modules_from_the_bytecode_placed_beside_them(
         assert not any((folder / "__pycache__").iterdir()), "a worker must write no bytecode (-B)"
 
 
-def test_the_staged_course_library_keeps_its_bytecode(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_course_librarys_copy_keeps_its_bytecode(tmp_path: Path) -> None:
     library = tmp_path / "source" / "kvlab"
     shutil.copytree(Path(kvlab.__file__).parent, library, ignore=shutil.ignore_patterns("__pycache__"))
     assert compileall.compile_dir(library, quiet=1)
-    monkeypatch.setattr(run, "kvlab", types.SimpleNamespace(__file__=str(library / "__init__.py")))
-    staged = run.stage_library(tmp_path / "staged")
+    staged = tmp_path / "staged"
+    process.copy_read_only(library, staged / "kvlab")
     try:
         compiled_here = compiled_on_import(staged, "kvlab.model")
     finally:
-        run.make_writable(staged)
-    assert not compiled_here, f"the worker would compile the staged library's {sorted(compiled_here)}"
+        for folder, _, _ in os.walk(staged):
+            os.chmod(folder, 0o755)  # so that pytest can remove it
+    assert not compiled_here, f"the worker would compile the copied library's {sorted(compiled_here)}"
 
 
 @pytest.mark.parametrize(

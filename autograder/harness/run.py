@@ -10,7 +10,8 @@ temporary folder, so nothing in a student's folder is ever collected or configur
 
 `--mode sandbox` (the default, and Gradescope's) never imports student code here: the submitted
 files listed in assignment.json are copied to a staging folder and run in a sandboxed worker
-(`autograder.harness.sandbox`) that sees a read-only copy of `kvlab` and none of the grader's files.
+(`autograder.harness.sandbox`) that sees `kvlab` read-only (bound, or copied without bubblewrap) and
+none of the grader's files.
 `--mode inprocess` imports them into this process (kvlab.testing.Submission): only for trusted code,
 the repository's own fast tests of the reference and of the mutants.
 
@@ -150,17 +151,16 @@ def grade(assignment: Assignment, submission: Path, results_path: Path, mode: st
     if not submission.is_dir():
         raise GraderFault(f"the submission folder {submission} does not exist")
     started = time.monotonic()
-    with tempfile.TemporaryDirectory(prefix="kvlab-grade-") as private_name, \
-            tempfile.TemporaryDirectory(prefix="kvlab-lib-") as lib_name:
-        private, lib = Path(private_name), Path(lib_name)
+    with tempfile.TemporaryDirectory(prefix="kvlab-grade-") as private_name:
+        private = Path(private_name)
         modules_dir = stage_submission(assignment, submission, private / "submission")
         backend: Backend | None = None
         watch: Watch | None = None
         changed: list[str] = []
         try:
-            backend = make_backend(mode, assignment, modules_dir, lib, private, results_path)
+            backend = make_backend(mode, assignment, modules_dir, private, results_path)
             if not backend.in_process:
-                watch = Watch(watched_paths(assignment, lib, backend))
+                watch = Watch(watched_paths(assignment, backend))
             # A test never runs longer than the whole budget (which tests of the grader lower).
             grading = Grading(assignment=assignment, backend=backend, submitted=submission.resolve(),
                               modules_dir=modules_dir, deadline=deadline,
@@ -172,7 +172,6 @@ def grade(assignment: Assignment, submission: Path, results_path: Path, mode: st
                 backend.close()
             if watch is not None:
                 changed = watch.changed()
-            make_writable(lib)
     if changed:
         shown = ", ".join(changed[:10]) + (f" and {len(changed) - 10} more" if len(changed) > 10 else "")
         grading.fault(f"the grader's files changed while the student's code ran: {shown}")
@@ -235,10 +234,11 @@ def walk(root: Path) -> Iterable[str]:
             yield os.path.join(folder, name)
 
 
-def watched_paths(assignment: Assignment, lib: Path, backend: Backend) -> tuple[list[Path], list[Path]]:
+def watched_paths(assignment: Assignment, backend: Backend) -> tuple[list[Path], list[Path]]:
     """(hashed, compared by metadata): what a student's process that shares the grader's identity
-    could change to influence this grading or the next one."""
-    content = [lib, Path(kvlab.__file__).resolve().parent, Path(sandbox_package.__file__).resolve().parent.parent,
+    could change to influence this grading or the next one. (The sandbox's own copy of the course
+    library, where it makes one, can only change what that process itself imports.)"""
+    content = [Path(kvlab.__file__).resolve().parent, Path(sandbox_package.__file__).resolve().parent.parent,
                assignment.directory, assignment.hidden_tests]
     content += [assignment.root / name for name in ("run_autograder", "setup.sh")]
     metadata: list[Path] = []
@@ -266,29 +266,6 @@ def stage_submission(assignment: Assignment, submission: Path, target: Path) -> 
     return target
 
 
-def stage_library(target: Path) -> Path:
-    """A read-only copy of the course library `kvlab` in `target`, the folder to put on sys.path.
-
-    `target` should sit directly in the temporary folder: bubblewrap makes the missing parents of
-    a folder it binds into its private /tmp readable by root only, so a deeper folder would be
-    out of an unprivileged worker's reach.
-    """
-    # With its bytecode (which `make bytecode` and setup.sh compile), so that the worker does not compile
-    # the library at each start; copytree keeps the modification times the bytecode is checked by.
-    shutil.copytree(Path(kvlab.__file__).parent, target / "kvlab")
-    for folder, _, files in os.walk(target, topdown=False):
-        for name in files:
-            os.chmod(os.path.join(folder, name), 0o444)
-        os.chmod(folder, 0o555)
-    return target
-
-
-def make_writable(folder: Path) -> None:
-    """Undo stage_library's read-only bits so the folder can be removed by a non-root grader."""
-    for path, _, _ in os.walk(folder):
-        os.chmod(path, stat.S_IMODE(os.stat(path).st_mode) | stat.S_IWUSR | stat.S_IXUSR)
-
-
 def hidden_from_student(assignment: Assignment, private: Path, results_path: Path) -> list[Path]:
     """What the student's process must not see: every grader folder, the results, the hidden tests."""
     roots = {REPO_ROOT, assignment.root}
@@ -298,14 +275,14 @@ def hidden_from_student(assignment: Assignment, private: Path, results_path: Pat
     return sorted({p.resolve() for p in candidates if p.exists()})
 
 
-def make_backend(mode: str, assignment: Assignment, modules_dir: Path, lib: Path,
-                 private: Path, results_path: Path) -> Backend:
+def make_backend(mode: str, assignment: Assignment, modules_dir: Path, private: Path, results_path: Path) -> Backend:
     """The student's code: a sandboxed worker that sees none of the grader's files, or (inprocess) this process."""
     if mode == "inprocess":
         return InProcessBackend(modules_dir, assignment.call_timeout_seconds)
     limits = Limits(call_timeout=assignment.call_timeout_seconds)
     # As root, the worker runs as a uid of its own (the sandbox claims one), with or without bubblewrap.
-    sandbox = Sandbox(modules_dir, [stage_library(lib)], limits=limits,
+    # The course library is the sandbox's to place (bound under bubblewrap, else a read-only copy).
+    sandbox = Sandbox(modules_dir, [], packages=[Path(kvlab.__file__).resolve().parent], limits=limits,
                       hide=hidden_from_student(assignment, private, results_path),
                       bubblewrap=os.environ.get(NO_BUBBLEWRAP_ENV, "") != "1", config=COURSE)
     return SandboxBackend(sandbox)

@@ -25,6 +25,7 @@ import pwd
 import shutil
 import subprocess
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -86,11 +87,12 @@ def other_top_level_folders() -> list[Path]:
 
 
 def bubblewrap_mounts(hide: list[Path], readable: list[Path], home: Path | None = None, home_bytes: int = 0,
-                      system_only: bool = True) -> list[str]:
+                      system_only: bool = True, placed: Sequence[tuple[Path, Path]] = ()) -> list[str]:
     """bwrap options for a read-only root with covers (a tmpfs over /tmp, /root, each hidden folder
     and, with `system_only`, every top-level folder but the system's; /dev/null over each hidden
-    file), the needed paths bound back on top, and `home` as the only writable place: a fresh tmpfs
-    of at most `home_bytes` (the worker's user may write it: only the sandbox's processes see it).
+    file), the needed paths bound back on top, each (source, target) of `placed` bound read-only
+    at its target (an existing folder), and `home` as the only writable place: a fresh tmpfs of at
+    most `home_bytes` (the worker's user may write it: only the sandbox's processes see it).
 
     Mounts are applied shortest path first, so a path needed inside a cover is bound after the cover
     and a hidden path inside a needed one is covered after it; at equal depth the cover wins.
@@ -110,6 +112,7 @@ def bubblewrap_mounts(hide: list[Path], readable: list[Path], home: Path | None 
     }
     ops += [(len(p.parts), 0, ["--dir", str(p)]) for p in parents]
     ops += [(len(p.parts), 0, [option, str(p), str(p)]) for option, p in binds]
+    ops += [(len(target.parts), 0, ["--ro-bind", str(source), str(target)]) for source, target in placed]
     if home is not None:
         ops.append((len(home.parts), 0, ["--perms", "0777", "--size", str(home_bytes), "--tmpfs", str(home)]))
     ops.sort(key=lambda op: op[:2])
@@ -180,9 +183,12 @@ def plan(
     bubblewrap: bool,
     identity: Identity | None = None,
     optimistic: bool = False,
+    packages: Sequence[tuple[Path, Path]] = (),
 ) -> Plan:
     """The strongest isolation available here (see the module docstring). As root the worker runs
     as `user`, else as `identity` (a uid claimed for this sandbox alone), else as nobody.
+    `packages`: (source, target) folders that bubblewrap binds read-only at target (Sandbox's
+    `packages`; without bubblewrap the sandbox copies them there).
     `optimistic`: probes not yet run in this process are assumed to pass (`Plan.assumed`), but for
     the wide view's, which is run once the narrow view was refused."""
     limits_line = limits.describe()
@@ -257,7 +263,8 @@ def plan(
         others = other_top_level_folders() if system_only else []
         covered = list(dict.fromkeys([*others, *(p for p in (Path("/root"), *hide) if p.exists())]))
         exposed = [p for p in dict.fromkeys([*readable, *lib_dirs]) if any(is_under(p, c) for c in covered)]
-        mounts = bubblewrap_mounts(hide, [*readable, *lib_dirs, root_dir], home, limits.disk_bytes, system_only)
+        mounts = bubblewrap_mounts(hide, [*readable, *lib_dirs, root_dir], home, limits.disk_bytes, system_only,
+                                   packages)
         prefix = [bwrap, *mounts, *NAMESPACES, "--chdir", str(home), "--", *_setpriv(setpriv, uid, gid)]
         system = sorted(name for name in SYSTEM_FOLDERS if os.path.lexists(f"/{name}"))
         view = ("only the system folders (" + ", ".join(f"/{name}" for name in system)
@@ -272,6 +279,8 @@ def plan(
             view,
             f"hidden: {', '.join(map(str, covered))}",
             *([f"bound back read-only inside them: {', '.join(map(str, exposed))}"] if exposed else []),
+            *([f"bound read-only into its folder: {', '.join(str(source) for source, _ in packages)}"]
+              if packages else []),
             "network disabled (own network namespace)",
             "own PID and IPC namespaces; the worker dies with the grader",
         ]

@@ -164,7 +164,8 @@ class Resources:
     the worker's identity.
 
     `root` holds `submitted/` (the student's files, read-only for the worker, which copies them into
-    its home when it starts), the worker's scripts, and `home/`: with bubblewrap the mount point of
+    its home when it starts), the worker's scripts, `packages/` (the Sandbox's `packages`: mount
+    points with bubblewrap, else a read-only copy), and `home/`: with bubblewrap the mount point of
     each worker's own size-limited tmpfs, which leaves nothing on disk; without it a real folder
     owned by the worker's user, emptied before every new worker.
     """
@@ -353,6 +354,17 @@ def copy_student_files(source: Path, target: Path) -> None:
             elif entry.is_file():
                 shutil.copyfile(entry.path, into / entry.name)
                 os.chmod(into / entry.name, 0o644)
+
+
+def copy_read_only(source: Path, target: Path) -> None:
+    """Copy the package folder `source` into `target` (which may exist, empty), with its bytecode,
+    readable by all and writable by nobody (Sandbox's `packages` without bubblewrap). copytree's
+    copy2 keeps the modification times the interpreter checks the bytecode against."""
+    shutil.copytree(source, target, dirs_exist_ok=True)
+    for folder, _, files in os.walk(target, topdown=False):
+        for name in files:
+            os.chmod(os.path.join(folder, name), 0o444)
+        os.chmod(folder, 0o555)
 
 
 def place_worker(root: Path) -> Path:

@@ -79,6 +79,10 @@ class Sandbox(Exchange):
 
     `modules_dir`: the student's files (copied into a private folder the worker may write to).
     `lib_dirs`: folders put on the worker's sys.path (the course library); not writable by it.
+    `packages`: package folders (the course library) the worker imports from a folder of the
+    sandbox's own, on its sys.path and not writable by it: bound there read-only under bubblewrap
+    (nothing is copied), copied there read-only at the first start without it (a fresh() sibling
+    then imports from this sandbox's copy). Their names must differ.
     `hide`: paths the worker must not see (enforced with bubblewrap; otherwise reported as reduced).
     `user`: the unprivileged user for the worker when the grader is root. By default a uid of the
     sandbox's own (`identity.claim`; nobody if none can be claimed), so that without bubblewrap what
@@ -119,6 +123,7 @@ class Sandbox(Exchange):
         python: str = sys.executable,
         bubblewrap: bool = True,
         config: SandboxConfig = SandboxConfig(),
+        packages: Sequence[Path] = (),
     ) -> None:
         self.limits = limits
         self.config = config
@@ -126,8 +131,11 @@ class Sandbox(Exchange):
         # folder this worker may have written to.
         self._settings: dict[str, Any] = {
             "modules_dir": Path(modules_dir), "lib_dirs": list(lib_dirs), "limits": limits, "hide": list(hide),
-            "user": user, "python": python, "bubblewrap": bubblewrap, "config": config,
+            "user": user, "python": python, "bubblewrap": bubblewrap, "config": config, "packages": list(packages),
         }
+        packages = [Path(os.path.realpath(p)) for p in packages]
+        if len({p.name for p in packages}) != len(packages):
+            raise ValueError(f"packages must have different names: {packages}")
         self._callback_depth = 0
         self._local = 0  # library_local blocks open
         # The real interpreter binary: a venv's bin/ may sit inside a hidden folder.
@@ -143,9 +151,16 @@ class Sandbox(Exchange):
         root = Path(tempfile.mkdtemp(prefix="sandbox-"))
         self._res = Resources(root)
         self._finalizer = weakref.finalize(self, self._res.release)
+        # Where the worker imports `packages` from; copied there (False: bound, or not yet needed).
+        self._packages_dir, self._packages_copied = root / "packages", False
+        self._packages = [(source, self._packages_dir / source.name) for source in packages]
+        if packages:
+            self._lib_dirs.append(self._packages_dir)
         try:
             self._res.identity = identity.claim() if user is None else None
             os.chmod(root, 0o755)  # the unprivileged worker must reach home/ and read worker.py
+            for _, target in self._packages:  # bubblewrap's mount points, a copy's folders
+                target.mkdir(mode=0o755, parents=True)
             self._home = self._res.home
             self._worker_folder = process.place_worker(root)
             process.copy_student_files(Path(modules_dir), self._res.submitted)
@@ -155,7 +170,7 @@ class Sandbox(Exchange):
                 "python": self._python, "user": user, "hide": [Path(os.path.realpath(p)) for p in hide],
                 "lib_dirs": self._lib_dirs, "site_packages": self._site_packages, "root_dir": root,
                 "home": self._home, "limits": limits, "bubblewrap": bubblewrap,
-                "identity": self._res.identity, "optimistic": True,
+                "identity": self._res.identity, "optimistic": True, "packages": self._packages,
             }
             self._plan = isolation.plan(**self._plan_settings)
             if self._plan.uid != os.geteuid():
@@ -273,6 +288,12 @@ class Sandbox(Exchange):
                 self._ended_for_fresh.add(self._generation)
                 self._discard()
             self._empty_home()
+        if self._packages_copied and self.worker_uid != os.geteuid():
+            # The sibling (closed before this sandbox) imports from this copy, which no worker could
+            # change: it belongs to the grader's user. A worker of the grader's own user could, and
+            # hand the sibling what it wrote there: that sibling copies the packages anew.
+            return Sandbox(**{**self._settings, "lib_dirs": [*self._settings["lib_dirs"], self._packages_dir],
+                              "packages": []})
         return Sandbox(**self._settings)
 
     def reset(self) -> None:
@@ -451,6 +472,10 @@ class Sandbox(Exchange):
         self._empty_home()
         self._home_used = not self._plan.bubblewrap
         self._res.unsealed = self._res.unsealed or not self._plan.bubblewrap
+        if not self._plan.bubblewrap and not self._packages_copied:
+            for source, target in self._packages:
+                process.copy_read_only(source, target)
+            self._packages_copied = True
         self._disk_checked, self._disk_checked_cpu = 0.0, 0.0
         self.sent.clear()
         self._worker_holds = False
