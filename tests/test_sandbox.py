@@ -967,15 +967,18 @@ def test_a_worker_that_ends_at_once_is_left_to_the_wait_for_its_start(
 # Gradescope's Docker: bubblewrap is installed but may not create namespaces. Here CAP_SYS_ADMIN is
 # dropped from a child's bounding set, which makes bwrap fail the same way ("Creating new namespace
 # failed"), at once: the narrow view's start fails, the probes of both views say why, and the worker
-# runs without bubblewrap; a second sandbox in the same process knows the answers.
+# runs without bubblewrap, its package copied (not bound) at that start; a second sandbox in the
+# same process knows the answers.
 REFUSED_BUBBLEWRAP = """
 import json, sys
 from pathlib import Path
 from autograder.harness.sandbox import Sandbox
 for _ in range(2):
-    with Sandbox(Path(sys.argv[1]), [], python=sys.argv[2]) as sandbox:
+    with Sandbox(Path(sys.argv[1]), [], python=sys.argv[2], packages=[Path(sys.argv[3])]) as sandbox:
         answer = sandbox.module("stud").count()
-        print(json.dumps([answer, sandbox.launches, sandbox.captured_output(), sandbox.isolation]))
+        doubled = sandbox.call("libpkg:apply_double", sandbox.module("stud").Box(2))
+        copied = (sandbox.folder / "packages" / "libpkg" / "__init__.py").is_file()
+        print(json.dumps([answer, sandbox.launches, sandbox.captured_output(), sandbox.isolation, doubled, copied]))
 """
 
 
@@ -987,7 +990,7 @@ def test_where_bubblewrap_cannot_start_the_worker_runs_without_it(folders: dict[
         pytest.skip("no interpreter here that the unprivileged user can run")
     done = subprocess.run(
         ["setpriv", "--bounding-set=-sys_admin", "--inh-caps=-sys_admin", sys.executable, "-c", REFUSED_BUBBLEWRAP,
-         str(folders["student"]), python],
+         str(folders["student"]), python, str(folders["lib"] / "libpkg")],
         capture_output=True, text=True, timeout=120, env={**os.environ, "PYTHONPATH": str(REPO)},
     )
     assert done.returncode == 0, f"the grader must survive bubblewrap's refusal:\n{done.stderr[-3000:]}"
@@ -995,8 +998,10 @@ def test_where_bubblewrap_cannot_start_the_worker_runs_without_it(folders: dict[
     assert len(lines) == 2, f"two sandboxes expected to report: {done.stdout!r}"
     # The second sandbox of the process knows the probes' answers: it starts without bubblewrap at once.
     for line, expected_launches in zip(lines, (2, 1)):
-        answer, launches, output, report = json.loads(line)
+        answer, launches, output, report, doubled, copied = json.loads(line)
         assert answer == 1, f"the worker without bubblewrap must serve the call, got {answer!r}"
+        assert doubled == 4 and copied, (
+            f"the package must be copied for the start without bubblewrap and import (apply_double gave {doubled!r})")
         assert launches == expected_launches, (
             f"{expected_launches} starts expected (the narrow view's refused, then one without), not {launches}")
         assert output == "", f"bubblewrap's complaints are not the student's output: {output!r}"
