@@ -488,8 +488,9 @@ def test_packages_are_imported_from_the_sandbox_and_read_only(folders: dict[str,
                 "a fresh sibling must import the package")
             # Its own copy only where a worker could have changed its sandbox's (the grader's own user).
             own_copy = copied and not worker_is_unprivileged(sandbox)
+            should = "copy the package itself" if own_copy else "bind it, or import from its sandbox's copy"
             assert (sibling.folder / "packages" / "libpkg" / "__init__.py").exists() is own_copy, (
-                f"the sibling should {'copy the package itself' if own_copy else 'bind it, or import from its sandbox copy'}")
+                f"the sibling should {should}")
     assert not sandbox.folder.exists(), "the sandbox's folder, copies included, must be removed"
 
 
