@@ -112,7 +112,8 @@ COURSE = SandboxConfig(
     # connector writes into it; see docs/design.md for what this leaves) and the blocks of its
     # free-queue guards (200,000, one round trip each would dwarf what the guard times; why that is
     # safe: block_list's docstring). kvlab.probe's `ask` too: one round trip for a state machine's
-    # whole state, or for the free-queue guards' 25 remove + append pairs at a time (why that is
-    # safe: its docstring, and kvlab.serving.drills').
+    # whole state, for a lecture-2 cache test's calls (kvlab.probe.play), or for the free-queue
+    # guards' 25 remove + append pairs at a time (why that is safe: its docstring, and
+    # kvlab.serving.drills').
     worker_calls=frozenset({"kvlab.kvstore:MemoryStore", "kvlab.serving.drills:block_list", "kvlab.probe:ask"}),
 )

@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from kvlab.model import TINY, Config, config_like, forward, generate, init_params
+from kvlab.probe import Step
 from kvlab.testing import FLOAT32_LOGIT_ATOL, LOGIT_ATOL, array_difference, shape_problem
 
 # The cache holds n_kv_heads heads per layer, so the three attention variants give caches of
@@ -73,6 +74,20 @@ def exception_from(fn: Callable[..., Any], *args: Any) -> BaseException | None:
 
 # ----------------------------------------------------------------------------------------------
 # KVCache
+
+
+def store_steps(keys: np.ndarray, values: np.ndarray, chunks: Sequence[int]) -> list[Step]:
+    """The calls that store keys/values [L, B, S, Hkv, d] chunk by chunk as forward does, for
+    kvlab.probe.play: each layer's update with the chunk's T tokens, then advance(T); L + 1 steps
+    per chunk, sum(chunks) == S."""
+    steps: list[Step] = []
+    start = 0
+    for T in chunks:
+        steps += [("update", (layer, keys[layer, :, start:start + T], values[layer, :, start:start + T]))
+                  for layer in range(keys.shape[0])]
+        steps.append(("advance", (T,)))
+        start += T
+    return steps
 
 
 def stored_problem(

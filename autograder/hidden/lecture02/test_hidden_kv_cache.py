@@ -8,23 +8,16 @@ import pytest
 
 from decode_checks import (
     CONFIGS, describe, exception_from, fill_problem, forward_with_cache_problem, kv_chunk, limit_problem,
-    nbytes_problem, params_for, prompt_for, stored_problem,
+    nbytes_problem, params_for, prompt_for, store_steps, stored_problem,
 )
 from kvlab.model import config_like, forward
+from kvlab.probe import play
 
 # Chunk sizes stored one after another: a multi-token prefill, one decode token, then two tokens at
 # once, so update is exercised with T > 1 at length > 0 as well.
 CHUNKS = (3, 1, 2)
-
-
-def store_chunks(cache: Any, keys: np.ndarray, values: np.ndarray, chunks: tuple[int, ...]) -> None:
-    """Store keys/values [L, B, S, Hkv, d] chunk by chunk as forward does: each layer, then advance."""
-    start = 0
-    for T in chunks:
-        for layer in range(keys.shape[0]):
-            cache.update(layer, keys[layer, :, start:start + T], values[layer, :, start:start + T])
-        cache.advance(T)
-        start += T
+# A cache's calls in a test are made in one step (kvlab.probe.play) and checked in their order.
+LENGTH, NBYTES = ("length", None), ("nbytes", ())
 
 
 @pytest.mark.task("kv_cache", points=2)
@@ -33,12 +26,12 @@ def store_chunks(cache: Any, keys: np.ndarray, values: np.ndarray, chunks: tuple
 def test_update_returns_every_stored_position(student: Any, config: str, batch: int) -> None:
     cfg = CONFIGS[config]
     keys, values = kv_chunk(cfg, batch, sum(CHUNKS), seed=1), kv_chunk(cfg, batch, sum(CHUNKS), seed=2)
-    cache = student.kv_decode.KVCache(cfg, batch)
+    replies = play(student, lambda: student.kv_decode.KVCache(cfg, batch), store_steps(keys, values, CHUNKS))
     start = 0
     for T in CHUNKS:
         end = start + T
         for layer in range(cfg.n_layers):
-            returned = cache.update(layer, keys[layer, :, start:end], values[layer, :, start:end])
+            returned = replies.next()
             assert isinstance(returned, (tuple, list)) and len(returned) == 2, (
                 f"update(layer={layer}, k, v) should return a pair (K, V); got {type(returned).__name__}"
             )
@@ -48,7 +41,7 @@ def test_update_returns_every_stored_position(student: Any, config: str, batch: 
                     got, stored[layer, :, :end], start, layer, stored[:, :, :end],
                 )
                 assert problem is None, problem
-        cache.advance(T)
+        replies.next()  # advance(T)
         start = end
 
 
@@ -56,34 +49,39 @@ def test_update_returns_every_stored_position(student: Any, config: str, batch: 
 def test_update_leaves_length_to_advance(student: Any) -> None:
     cfg = CONFIGS["GQA"]
     keys, values = kv_chunk(cfg, 2, 5, seed=3), kv_chunk(cfg, 2, 5, seed=4)
-    cache = student.kv_decode.KVCache(cfg, 2)
+    # The length read after every call.
+    steps = [step for stored in store_steps(keys, values, (4, 1)) for step in (stored, LENGTH)]
+    replies = play(student, lambda: student.kv_decode.KVCache(cfg, 2), steps)
     start = 0
     for T in (4, 1):
         for layer in range(cfg.n_layers):
-            cache.update(layer, keys[layer, :, start:start + T], values[layer, :, start:start + T])
-            assert cache.length == start, (
+            _, length = replies.take(2)
+            assert length == start, (
                 f"after update(layer={layer}) with T={T} tokens on a cache of length {start}, length is "
-                f"{cache.length}: update must not change length (forward calls update once per layer "
+                f"{length}: update must not change length (forward calls update once per layer "
                 f"and all layers must see the same length; advance({T}) moves it once at the end)"
             )
-        cache.advance(T)
+        _, length = replies.take(2)
         start += T
-        assert cache.length == start, f"after advance({T}) length is {cache.length}; expected {start}"
+        assert length == start, f"after advance({T}) length is {length}; expected {start}"
 
 
 @pytest.mark.task("kv_cache", points=2)
 def test_advance_adds_n(student: Any) -> None:
-    cache = student.kv_decode.KVCache(CONFIGS["GQA"], 1)
+    adds = (5, 1, 0, 7)
+    replies = play(student, lambda: student.kv_decode.KVCache(CONFIGS["GQA"], 1),
+                   [step for n in adds for step in (("advance", (n,)), LENGTH)])
     expected = 0
-    for n in (5, 1, 0, 7):
-        error = exception_from(cache.advance, n)
+    for n in adds:
+        error = exception_from(replies.next)
         assert error is None, (
             f"advance({n}) on a cache of length {expected} raised {type(error).__name__}: {error}; advance(n) must "
             "do length += n for any n >= 0 (0 is allowed: nothing new was stored)"
         )
         expected += n
-        assert cache.length == expected, (
-            f"after advance calls adding up to {expected}, length is {cache.length}; advance(n) must do "
+        length = replies.next()
+        assert length == expected, (
+            f"after advance calls adding up to {expected}, length is {length}; advance(n) must do "
             f"length += n (the last call was advance({n}))"
         )
 
@@ -117,15 +115,20 @@ def test_stored_dtype_follows_constructor(student: Any, dtype: type) -> None:
 def test_nbytes_counts_stored_tokens(student: Any, config: str, batch: int, dtype: type) -> None:
     cfg = CONFIGS[config]
     itemsize = np.dtype(dtype).itemsize
-    cache = student.kv_decode.KVCache(cfg, batch, dtype=dtype)
-    problem = nbytes_problem(cache.nbytes(), cfg, batch, 0, itemsize, cfg.max_seq, reveal=False)
-    assert problem is None, problem
     keys, values = kv_chunk(cfg, batch, 9, seed=7, dtype=dtype), kv_chunk(cfg, batch, 9, seed=8, dtype=dtype)
+    chunks = (5, 1, 3)
+    # nbytes() when new, then after each chunk's L updates and advance.
+    steps = [NBYTES]
+    for step in store_steps(keys, values, chunks):
+        steps += [step, NBYTES] if step[0] == "advance" else [step]
+    replies = play(student, lambda: student.kv_decode.KVCache(cfg, batch, dtype=dtype), steps)
+    problem = nbytes_problem(replies.next(), cfg, batch, 0, itemsize, cfg.max_seq, reveal=False)
+    assert problem is None, problem
     start = 0
-    for T in (5, 1, 3):
-        store_chunks(cache, keys[:, :, start:start + T], values[:, :, start:start + T], (T,))
+    for T in chunks:
+        replies.take(cfg.n_layers + 1)
         start += T
-        problem = nbytes_problem(cache.nbytes(), cfg, batch, start, itemsize, cfg.max_seq, reveal=False)
+        problem = nbytes_problem(replies.next(), cfg, batch, start, itemsize, cfg.max_seq, reveal=False)
         assert problem is None, problem
 
 
@@ -141,12 +144,13 @@ LIMITS = {
 def test_cache_fills_to_exactly_max_seq(student: Any, limit: str) -> None:
     cfg, max_seq, size = LIMITS[limit]
     keys, values = kv_chunk(cfg, 1, size, seed=9), kv_chunk(cfg, 1, size, seed=10)
-    cache = student.kv_decode.KVCache(cfg, 1, max_seq=max_seq)
     made = f"KVCache(cfg with max_seq={cfg.max_seq}, batch=1, max_seq={max_seq})"
+    chunks = (size - 2, 2)
+    replies = play(student, lambda: student.kv_decode.KVCache(cfg, 1, max_seq=max_seq),
+                   store_steps(keys, values, chunks))
     start = 0
-    for T in (size - 2, 2):
-        error = exception_from(
-            store_chunks, cache, keys[:, :, start:start + T], values[:, :, start:start + T], (T,))
+    for T in chunks:
+        error = exception_from(replies.take, cfg.n_layers + 1)
         problem = fill_problem(made, error, size, T, start)
         assert problem is None, problem
         start += T
@@ -163,9 +167,10 @@ def test_update_past_max_seq_raises(student: Any, limit: str) -> None:
     error = exception_from(fresh.update, 0, keys[0], values[0])
     problem = limit_problem(made, error, size, size + 1, 0, ignored)
     assert problem is None, problem
-    full = student.kv_decode.KVCache(cfg, 1, max_seq=max_seq)
-    store_chunks(full, keys[:, :, :size], values[:, :, :size], (size,))
-    error = exception_from(full.update, 0, keys[0, :, size:], values[0, :, size:])
+    replies = play(student, lambda: student.kv_decode.KVCache(cfg, 1, max_seq=max_seq),
+                   store_steps(keys[:, :, :size], values[:, :, :size], (size,)))
+    replies.take(cfg.n_layers + 1)
+    error = exception_from(replies.target.update, 0, keys[0, :, size:], values[0, :, size:])
     problem = limit_problem(made, error, size, 1, size, ignored)
     assert problem is None, problem
 
