@@ -75,7 +75,7 @@ def ask(questions: Sequence[tuple[Any, str, Sequence[Any] | None]]) -> list[Any]
     answers, held = [], 0
     for obj, name, args in questions:
         value = given(obj, name, args)
-        held += array_bytes(value)
+        held += array_bytes(value)  # counted before the copy: an answer past the bound is not copied
         if held > ASK_ARRAY_BYTES:
             raise TooMuchAtOnce(f"the answers hold more than {ASK_ARRAY_BYTES >> 20} MB of arrays")
         answers.append(snapshot(value))

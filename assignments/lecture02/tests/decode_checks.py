@@ -76,6 +76,11 @@ def exception_from(fn: Callable[..., Any], *args: Any) -> BaseException | None:
 # KVCache
 
 
+# A cache's reads, as kvlab.probe.play steps.
+LENGTH: Step = ("length", None)
+NBYTES: Step = ("nbytes", ())
+
+
 def store_steps(keys: np.ndarray, values: np.ndarray, chunks: Sequence[int]) -> list[Step]:
     """The calls that store keys/values [L, B, S, Hkv, d] chunk by chunk as forward does, for
     kvlab.probe.play: each layer's update with the chunk's T tokens, then advance(T); L + 1 steps

@@ -1,7 +1,8 @@
 """Public tests of KVCache (task kv_cache). Run: make test TASK=kv_cache.
 
 The grader checks the same rules with the same diagnoses (decode_checks.py, in this folder) on
-other models, batch sizes, chunk sizes and limits.
+other models, batch sizes, chunk sizes and limits. A test's calls on one cache are made in one step
+(kvlab.probe.play, as the grader does), then what each answered is checked in their order.
 """
 from __future__ import annotations
 
@@ -11,16 +12,13 @@ import numpy as np
 import pytest
 
 from decode_checks import (
-    CONFIGS, describe, exception_from, fill_problem, kv_chunk, limit_problem, nbytes_problem, store_steps,
-    stored_problem,
+    CONFIGS, LENGTH, NBYTES, describe, exception_from, fill_problem, kv_chunk, limit_problem, nbytes_problem,
+    store_steps, stored_problem,
 )
 from kvlab.model import TINY, config_like
 from kvlab.probe import play
 
 BATCH = 2
-# A cache's calls in a test are made in one step (kvlab.probe.play, as the grader does) and checked
-# in their order: the steps, then what each answered.
-LENGTH, NBYTES = ("length", None), ("nbytes", ())
 
 
 @pytest.mark.task("kv_cache", points=1)

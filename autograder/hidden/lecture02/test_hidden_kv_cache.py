@@ -1,4 +1,6 @@
-"""Hidden tests of KVCache (task kv_cache): every rule of the contract, on MHA, GQA and MQA models."""
+"""Hidden tests of KVCache (task kv_cache): every rule of the contract, on MHA, GQA and MQA models.
+
+A test's calls on one cache are made in one step (kvlab.probe.play), then checked in their order."""
 from __future__ import annotations
 
 from typing import Any
@@ -7,8 +9,8 @@ import numpy as np
 import pytest
 
 from decode_checks import (
-    CONFIGS, describe, exception_from, fill_problem, forward_with_cache_problem, kv_chunk, limit_problem,
-    nbytes_problem, params_for, prompt_for, store_steps, stored_problem,
+    CONFIGS, LENGTH, NBYTES, describe, exception_from, fill_problem, forward_with_cache_problem, kv_chunk,
+    limit_problem, nbytes_problem, params_for, prompt_for, store_steps, stored_problem,
 )
 from kvlab.model import config_like, forward
 from kvlab.probe import play
@@ -16,8 +18,6 @@ from kvlab.probe import play
 # Chunk sizes stored one after another: a multi-token prefill, one decode token, then two tokens at
 # once, so update is exercised with T > 1 at length > 0 as well.
 CHUNKS = (3, 1, 2)
-# A cache's calls in a test are made in one step (kvlab.probe.play) and checked in their order.
-LENGTH, NBYTES = ("length", None), ("nbytes", ())
 
 
 @pytest.mark.task("kv_cache", points=2)
