@@ -18,13 +18,15 @@ all: venv traces starter release autograder grade-reference
 	@$(PY) -m tools.traces --check
 
 # The stamp is written only after a complete install; without it (an install that failed or was
-# interrupted) the venv is deleted and built again. The Python version is checked first.
+# interrupted) the venv is deleted and built again. The Python version is checked first. As root,
+# tools/venv_python.py may pick the system's python3 over one the sandbox's uid cannot run (its
+# docstring says why); PYTHON given on the command line is used as given.
 $(VENV)/.installed: $(wildcard requirements/*.txt)
 	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 10))' 2>/dev/null || { \
 	  echo "kvlab needs Python 3.10 or newer; $(PYTHON) is $$($(PYTHON) --version 2>&1 || echo missing)." \
 	       "Run make PYTHON=python3.1x with a newer one."; exit 1; }
 	rm -rf $(VENV)
-	$(PYTHON) -m venv $(VENV)
+	$(if $(filter command line,$(origin PYTHON)),$(PYTHON),$$($(PYTHON) tools/venv_python.py $(PYTHON))) -m venv $(VENV)
 	$(PY) -m pip install --quiet -r requirements/instructor.txt
 	touch $@
 

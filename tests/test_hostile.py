@@ -464,18 +464,20 @@ def sandbox_processes(campaign_tmp: Path) -> set[int]:
     return found
 
 
-def sandbox_refusal(empty: Path) -> str | None:
+def sandbox_start(empty: Path) -> tuple[str | None, bool]:
     """Why the grader would refuse to run student code here (as root, no unprivileged identity can
-    run this interpreter and bubblewrap cannot help), or None."""
+    run this interpreter and bubblewrap cannot help), or None; and whether its worker runs in
+    bubblewrap's view (not where bubblewrap is missing or refused, as in Gradescope's Docker)."""
     from autograder.harness.sandbox import NoSafeIdentity, Sandbox
 
     empty.mkdir()
     try:
         with Sandbox(empty, []) as sandbox:
             sandbox.cpu_seconds()  # waits for the first worker's start, where a refusal comes at the latest
+            isolation = sandbox.isolation
     except NoSafeIdentity as refusal:
-        return str(refusal)
-    return None
+        return str(refusal), False
+    return None, any("bubblewrap" in line and not line.startswith("reduced") for line in isolation)
 
 
 # ----- grading ----------------------------------------------------------------------------------------
@@ -700,6 +702,14 @@ class Campaign:
     folders_left: set[Path]  # what the gradings left in their temporary folder (TMPDIR)
     tmp: Path  # that folder (removed by now; sandbox workers' command lines name it)
     interpreter_changed: list[str]  # the venv's and the interpreter's paths that changed (see environment)
+    bubblewrap: bool  # whether the grader's workers run in bubblewrap's view here
+
+
+def unwrapped(case: Case, bubblewrap: bool) -> bool:
+    """A case for bubblewrap, as root where bubblewrap does not work: not graded. Its worker would run
+    without it, which its no-bubblewrap variant grades where it has one; the rest (NOT_WITHOUT_BUBBLEWRAP)
+    permissions alone cannot pass."""
+    return case.bubblewrap and IS_ROOT and not bubblewrap
 
 
 def megabytes(peak: int | None) -> str:
@@ -712,7 +722,7 @@ def campaign(tmp_path_factory: pytest.TempPathFactory) -> Campaign:
     """Every honest part and every case, graded once, in parallel."""
     started = time.monotonic()
     base = tmp_path_factory.mktemp("hostile")
-    refusal = sandbox_refusal(base / "empty")
+    refusal, bubblewrap = sandbox_start(base / "empty")
     if refusal is not None:
         pytest.skip(f"every grading would stop with a grader fault here (student code never runs as root): {refusal}")
     package = build(ASSIGNMENT, base / "dist")
@@ -729,7 +739,7 @@ def campaign(tmp_path_factory: pytest.TempPathFactory) -> Campaign:
     }
     sandbox_before = sandbox_processes(grading_tmp)
     runnable = [case for case in CASES if (IS_ROOT or not case.root_only)
-                and (case.bubblewrap or READABLE_PYTHON is not None)]
+                and (case.bubblewrap or READABLE_PYTHON is not None) and not unwrapped(case, bubblewrap)]
     # A file anyone may write, among the interpreter's packages: the worker must not be able to
     # write it (the payloads append to every writable file they find there). Root only: the venv
     # belongs to root.
@@ -767,7 +777,7 @@ def campaign(tmp_path_factory: pytest.TempPathFactory) -> Campaign:
         print(f"  {name}: score {score}, {outcome.hostile.seconds:.1f} s{megabytes(outcome.hostile.memory_peak)} "
               f"(the chain's reference: {outcome.clean.seconds:.1f} s{megabytes(outcome.clean.memory_peak)})")
     return Campaign(honest, outcomes, sandbox_before, sandbox_processes(grading_tmp), seconds, left_behind,
-                    grading_tmp, interpreter_changed)
+                    grading_tmp, interpreter_changed, bubblewrap)
 
 
 # ----- the checks -------------------------------------------------------------------------------------
@@ -817,6 +827,8 @@ def test_hostile_submission(campaign: Campaign, case: Case) -> None:
         pytest.skip(f"needs root-level isolation: {case.root_only}")
     if not case.bubblewrap and READABLE_PYTHON is None:
         pytest.skip("no interpreter here that the unprivileged user can run, so no grading without bubblewrap")
+    if unwrapped(case, campaign.bubblewrap):
+        pytest.skip("bubblewrap does not work here (.ci/run installs it), so no grading with it")
     outcome = campaign.outcomes[case.name]
     hostile, honest = outcome.hostile, campaign.honest[case.honest].results
     assert honest is not None, f"the honest part {case.honest} was not graded"

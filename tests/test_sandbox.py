@@ -13,6 +13,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -225,9 +226,12 @@ def apply_double(box):
 
 
 @pytest.fixture(scope="module")
-def folders(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    """The student's folder (good and broken modules) and a course-library folder."""
-    root = tmp_path_factory.mktemp("sandbox")
+def folders() -> Iterator[dict[str, Path]]:
+    """The student's folder (good and broken modules) and a course-library folder, in a folder any
+    user may enter: without bubblewrap the worker's uid reads the library where it lies (pytest's
+    own temporary folders are root's, mode 700)."""
+    root = Path(tempfile.mkdtemp(prefix="kvlab-test-sandbox-"))
+    root.chmod(0o755)
     student, lib = root / "student", root / "lib"
     (lib / "libpkg").mkdir(parents=True)
     student.mkdir()
@@ -235,7 +239,8 @@ def folders(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     (student / "broken.py").write_text("def f(:\n    return 1\n")
     (student / "needs_missing.py").write_text("import not_a_module_anywhere\n")
     (lib / "libpkg" / "__init__.py").write_text(LIBRARY)
-    return {"student": student, "lib": lib, "root": root}
+    yield {"student": student, "lib": lib, "root": root}
+    shutil.rmtree(root)
 
 
 @pytest.fixture(scope="module")
