@@ -107,6 +107,12 @@ def readable_python() -> str | None:
     return candidate if done.returncode == 0 else None
 
 
+def bubblewrapped(isolation: list[str]) -> bool:
+    """Whether a sandbox's isolation report (`Sandbox.isolation`) says its worker runs in bubblewrap's
+    view (not where bubblewrap is missing or refused, as in Gradescope's Docker)."""
+    return any("bubblewrap" in line and not line.startswith("reduced") for line in isolation)
+
+
 def failure_message(node: ET.Element) -> str:
     """The whole exception message of a failure or error element.
 

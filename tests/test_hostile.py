@@ -65,7 +65,7 @@ from autograder.grade import unpack
 from autograder.harness.assignment import load_assignment
 from autograder.harness.results import validate
 from autograder.harness.sandbox import identity
-from suite_support import ASSIGNMENT_IDS, readable_python
+from suite_support import ASSIGNMENT_IDS, bubblewrapped, readable_python
 
 REPO = Path(__file__).resolve().parent.parent
 ASSIGNMENT = "lecture02"
@@ -467,7 +467,7 @@ def sandbox_processes(campaign_tmp: Path) -> set[int]:
 def sandbox_start(empty: Path) -> tuple[str | None, bool]:
     """Why the grader would refuse to run student code here (as root, no unprivileged identity can
     run this interpreter and bubblewrap cannot help), or None; and whether its worker runs in
-    bubblewrap's view (not where bubblewrap is missing or refused, as in Gradescope's Docker)."""
+    bubblewrap's view."""
     from autograder.harness.sandbox import NoSafeIdentity, Sandbox
 
     empty.mkdir()
@@ -477,7 +477,7 @@ def sandbox_start(empty: Path) -> tuple[str | None, bool]:
             isolation = sandbox.isolation
     except NoSafeIdentity as refusal:
         return str(refusal), False
-    return None, any("bubblewrap" in line and not line.startswith("reduced") for line in isolation)
+    return None, bubblewrapped(isolation)
 
 
 # ----- grading ----------------------------------------------------------------------------------------

@@ -12,8 +12,8 @@ import subprocess
 import sys
 import tempfile
 import time
-from pathlib import Path
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -35,7 +35,7 @@ from autograder.harness.course import COURSE
 from autograder.harness.plugin import SandboxBackend
 from autograder.harness.sandbox import isolation, kept, process, wire, wireformat
 from autograder.harness.sandbox.errors import explain_exit
-from suite_support import readable_python
+from suite_support import bubblewrapped, readable_python
 import kvlab
 from kvlab import model
 
@@ -266,10 +266,6 @@ def sandbox_folders() -> set[Path]:
     return set(Path(tempfile.gettempdir()).glob("sandbox-*"))
 
 
-def bubblewrapped(sandbox: Sandbox) -> bool:
-    return any("bubblewrap" in line and not line.startswith("reduced") for line in sandbox.isolation)
-
-
 def worker_is_unprivileged(sandbox: Sandbox) -> bool:
     return not any(line.startswith("reduced: running as") for line in sandbox.isolation)
 
@@ -280,7 +276,7 @@ def test_isolation_report_matches_identity(box: Sandbox) -> None:
     report = "\n".join(box.isolation)
     if os.geteuid() != 0:
         assert "reduced: running as the grader's own user" in report, f"non-root must say reduced:\n{report}"
-    elif bubblewrapped(box):
+    elif bubblewrapped(box.isolation):
         for phrase in ("of its own (gid", "private filesystem view (bubblewrap)", "network disabled"):
             assert phrase in report, f"missing {phrase!r} in the report:\n{report}"
     else:
@@ -370,7 +366,7 @@ def test_a_view_the_interpreter_cannot_start_in_is_probed_and_replaced(
 ) -> None:
     """/usr left out of the system folders: the narrow view covers it, so neither the interpreter
     nor setpriv can start there."""
-    if not bubblewrapped(box):
+    if not bubblewrapped(box.isolation):
         pytest.skip("the views are bubblewrap's; report: " + "; ".join(box.isolation))
     monkeypatch.setattr(isolation, "SYSTEM_FOLDERS", isolation.SYSTEM_FOLDERS - {"usr"})
     with Sandbox(folders["student"], [folders["lib"]]) as sandbox:
@@ -392,7 +388,7 @@ def test_a_worker_that_fails_to_start_in_a_sound_view_is_reported_dead(
 ) -> None:
     """An address space too small for numpy: the worker dies at its start, the probe (which has no
     such limit) passes, so the plan stands and the death is reported as the worker's."""
-    if not bubblewrapped(box):
+    if not bubblewrapped(box.isolation):
         pytest.skip("the views are bubblewrap's; report: " + "; ".join(box.isolation))
     with Sandbox(folders["student"], [folders["lib"]], limits=Limits(memory_bytes=40 << 20)) as sandbox:
         with pytest.raises(WorkerDied, match="during start-up"):
@@ -447,7 +443,7 @@ def test_hidden_paths_are_invisible(folders: dict[str, Path], tmp_path: Path) ->
     secret.mkdir()
     (secret / "answers.txt").write_text("42")
     with Sandbox(folders["student"], [folders["lib"]], hide=[secret]) as sandbox:
-        if not bubblewrapped(sandbox):
+        if not bubblewrapped(sandbox.isolation):
             pytest.skip("hiding needs root and a working bubblewrap; report: " + "; ".join(sandbox.isolation))
         stud = sandbox.module("stud")
         assert stud.listdir(str(secret)) == [], "a hidden folder must look empty to the worker"
@@ -480,7 +476,7 @@ def test_packages_are_imported_from_the_sandbox_and_read_only(folders: dict[str,
         placed = sandbox.folder / "packages" / "libpkg" / "__init__.py"
         assert stud.read_file(str(placed)) == LIBRARY, "the worker must read the package where the sandbox placed it"
         assert stud.kind(sandbox.call("libpkg:apply_double", stud.Box(2))) == "int", "the package must import"
-        copied = not bubblewrapped(sandbox)
+        copied = not bubblewrapped(sandbox.isolation)
         assert placed.exists() is copied, (
             "a package must be copied without bubblewrap and only bound with it (on disk: "
             f"{'a copy' if placed.exists() else 'nothing'})")
@@ -1024,7 +1020,7 @@ def test_folder_limits_stop_the_worker_and_leave_nothing(
         pytest.skip("no interpreter here that the unprivileged user can run")
     limits = Limits(call_timeout=10.0, disk_bytes=4 << 20, disk_files=200, disk_depth=64)
     with Sandbox(folders["student"], [], limits=limits, bubblewrap=bubblewrap, python=python) as sandbox:
-        wrapped = bubblewrapped(sandbox)
+        wrapped = bubblewrapped(sandbox.isolation)
         stud = sandbox.module("stud")
         if wrapped:  # the tmpfs refuses the bytes itself
             with pytest.raises(OSError, match="No space left"):
