@@ -42,6 +42,7 @@ from autograder import mutants
 from autograder.harness.assignment import Assignment, discover, load_assignment
 from autograder.harness.sandbox import identity
 from kvlab.trace import BLOCK, make_trace, mooncake_dir
+from tools import venv_python
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -102,9 +103,7 @@ def readable_python() -> str | None:
     candidate = f"/usr/bin/python{sys.version_info[0]}.{sys.version_info[1]}"
     if os.geteuid() != 0 or not os.path.exists(candidate):
         return None
-    done = subprocess.run([candidate, "-c", "pass"], user=identity.PROBE_UID, group=identity.PROBE_UID,
-                          extra_groups=[], capture_output=True, check=False, cwd="/")
-    return candidate if done.returncode == 0 else None
+    return candidate if venv_python.runs([candidate, "-c", "pass"], identity.PROBE_UID) else None
 
 
 def bubblewrapped(isolation: list[str]) -> bool:

@@ -239,7 +239,7 @@ def folders() -> Iterator[dict[str, Path]]:
     (student / "broken.py").write_text("def f(:\n    return 1\n")
     (student / "needs_missing.py").write_text("import not_a_module_anywhere\n")
     (lib / "libpkg" / "__init__.py").write_text(LIBRARY)
-    yield {"student": student, "lib": lib, "root": root}
+    yield {"student": student, "lib": lib}
     shutil.rmtree(root)
 
 
