@@ -87,8 +87,10 @@ def grade_submission(package: Path, submission: Path, out: Path, python: str = s
         root = Path(name)
         os.chmod(root, 0o755)  # like /autograder: the sandbox user may traverse it, not list source/
         source = root / "source"
+        # Root-only before anything is extracted: a worker grading beside this one (grade-all) must
+        # never see the hidden tests, not even while they are being unpacked.
+        source.mkdir(mode=0o700)
         unpack(package, source)
-        source.chmod(0o700)
         # symlinks=True: a student's symlink stays a symlink, which the runner refuses to follow.
         shutil.copytree(submission, root / "submission", symlinks=True)
         (root / "results").mkdir()

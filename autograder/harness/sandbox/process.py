@@ -20,7 +20,7 @@ from .errors import WorkerDied
 from .isolation import BASE_ENV, Plan
 
 # The worker's two modules, copied into each sandbox's private folder and imported from there.
-WORKER_MODULES = (Path(__file__).with_name("worker.py"), Path(__file__).with_name("wireformat.py"))
+WORKER_MODULES = tuple(Path(__file__).with_name(name) for name in ("worker.py", "wireformat.py", "landlock.py"))
 # Bigger pipes mean fewer system calls for large arrays and output floods (Linux allows 1 MB
 # without privileges).
 PIPE_BYTES = 1 << 20

@@ -23,7 +23,7 @@ from typing import Any, Iterator, Sequence
 
 import numpy as np
 
-from . import identity, isolation, process
+from . import identity, isolation, process, staging
 from .config import NAME, QUALNAME, SandboxConfig
 from .errors import (
     ProtocolError,
@@ -40,6 +40,10 @@ from .proxy import STOP, Proxy
 from .kept import Holding, Sent
 from .wire import Decoder, WireTypes, encode
 from .wireformat import TEXT_LIMIT
+
+# The third-party packages the worker imports (the course library is `packages`): numpy and the
+# shared libraries its wheel ships beside it.
+WORKER_DISTRIBUTIONS = ("numpy", "numpy.libs")
 
 # Starting includes the interpreter and numpy (a fraction of a second); this only catches hangs.
 START_TIMEOUT = 60.0
@@ -145,9 +149,15 @@ class Sandbox(Exchange):
         # The worker imports this process's numpy: its folder, wherever it was found (a venv's
         # site-packages, or PYTHONPATH beside a system interpreter), and the site folders.
         numpy_home = Path(np.__file__).resolve().parent.parent
+        self._notes: list[str] = []  # said in the isolation report whatever the plan
         self._site_packages = list(dict.fromkeys([
             numpy_home, *(Path(os.path.realpath(p)) for p in site.getsitepackages() if os.path.isdir(p)),
         ]))
+        if os.geteuid() == 0 and not staging.reachable(numpy_home / "numpy"):
+            # A checkout in a private folder: the worker's uid imports a staged copy (staging.py).
+            self._site_packages = [staging.staged(numpy_home, WORKER_DISTRIBUTIONS)]
+            self._notes.append(f"{', '.join(WORKER_DISTRIBUTIONS)} staged readable for the worker in "
+                               f"{self._site_packages[0]} ({numpy_home} is in a folder other users cannot enter)")
         root = Path(tempfile.mkdtemp(prefix="sandbox-"))
         self._res = Resources(root)
         self._finalizer = weakref.finalize(self, self._res.release)
@@ -179,7 +189,7 @@ class Sandbox(Exchange):
         except BaseException:
             self._finalizer()
             raise
-        self._report = list(self._plan.report)
+        self._report = [*self._plan.report, *self._notes]
         # Whether the plan is known to hold: it assumed no probe, a worker started under it, or the
         # probes it assumed passed (see _replanned).
         self._plan_confirmed = not self._plan.assumed
@@ -509,7 +519,7 @@ class Sandbox(Exchange):
             return False
         self._plan = isolation.plan(**self._plan_settings)
         self._plan_confirmed = not self._plan.assumed
-        self._report = list(self._plan.report)
+        self._report = [*self._plan.report, *self._notes]
         self._output.clear()
         self._dropped = 0
         return True
@@ -546,12 +556,26 @@ class Sandbox(Exchange):
             worker.cpu_pid = found
         elif pid != worker.proc.pid:
             raise self._protocol_failure(f"the worker claims pid {pid}", "start-up")
-        unfiltered = reply.get("unfiltered")
-        if unfiltered is not None:  # said before any student code ran: the worker's own words
-            note = f"reduced: memory files and System V memory not refused ({str(unfiltered)[:200]})"
+        # Said before any student code ran: the worker's own words about the layers it took.
+        unfiltered, confined = reply.get("unfiltered"), reply.get("landlock")
+        notes = [f"reduced: memory files and System V memory not refused ({str(unfiltered)[:200]})"
+                 if unfiltered is not None else "seccomp: memory files, System V and POSIX IPC and network sockets refused"]
+        # The plan's words for a worker confined by permissions only no longer hold under these layers.
+        superseded: tuple[str, ...] = ()
+        if unfiltered is None:
+            superseded += ("reduced: network not disabled",)
+        if isinstance(confined, list) and len(confined) == 2 and isinstance(confined[1], list):
+            notes += [f"Landlock (ABI {int(confined[0])}): {str(line)[:200]}" for line in confined[1][:4]]
+            superseded += ("filesystem: protected by permissions only", "reduced: not hidden",
+                           "reduced: filesystem: the worker can read and write whatever that user can")
+        else:
+            notes.append(f"reduced: no Landlock ({str(confined)[:200]})")
+        self._report = [line for line in self._report if not line.startswith(superseded)]
+        for note in notes:
             if note not in self._report:
                 self._report.append(note)
-                print(f"sandbox: {note}", file=sys.stderr)
+                if note.startswith("reduced"):
+                    print(f"sandbox: {note}", file=sys.stderr)
         worker.ready = True
         self._plan_confirmed = True
         self.last_start_seconds = time.perf_counter() - worker.launched

@@ -39,6 +39,7 @@ import types
 from typing import Any
 
 # Imported from this file's folder, which the launch puts on sys.path for the import of this one.
+import landlock
 from wireformat import (
     ECHO_KEPT_BYTES,
     MAX_CALLBACK_DEPTH,
@@ -102,36 +103,60 @@ def forbid_new_privileges() -> None:
     ctypes.CDLL(None, use_errno=True).prctl(38, 1, 0, 0, 0)
 
 
-# Memory a process can hold outside RLIMIT_AS: memory files (memfd_create, memfd_secret), System V
-# shared-memory segments (shmget) and message queues (msgget), the last two outliving the process:
-# 8 segments of 128 MB took a 768 MB grading's trusted process down with the worker. Their system
-# call numbers by machine, with its audit architecture (as seccomp reports it); every other
-# architecture's calls are refused outright.
-OUTSIDE_MEMORY_CALLS = {
-    "x86_64": (0xC000003E, (319, 447, 29, 68)),  # memfd_create, memfd_secret, shmget, msgget
-    "aarch64": (0xC00000B7, (279, 447, 194, 186)),
+# Memory a process can hold outside RLIMIT_AS, and state that outlives it or crosses to other
+# processes: memory files (memfd_create, memfd_secret), System V shared memory, semaphores and
+# message queues (8 segments of 128 MB once took a 768 MB grading's trusted process down with the
+# worker), and POSIX message queues (which /dev/mqueue need not show). Their system call numbers by
+# machine, with its audit architecture (as seccomp reports it), and the number of socket(2), whose
+# domain must be AF_UNIX: no network socket, with or without bubblewrap's network namespace. Every
+# other architecture's calls are refused outright.
+REFUSED_CALLS = {
+    "x86_64": (0xC000003E, 41, (
+        319, 447,  # memfd_create, memfd_secret
+        29, 30, 31, 67,  # shmget, shmat, shmctl, shmdt
+        64, 65, 66, 220,  # semget, semop, semctl, semtimedop
+        68, 69, 70, 71,  # msgget, msgsnd, msgrcv, msgctl
+        240, 241, 242, 243, 244, 245,  # mq_open, mq_unlink, mq_timedsend, mq_timedreceive, mq_notify, mq_getsetattr
+        425, 426, 427,  # io_uring_setup, io_uring_enter, io_uring_register: sockets behind the filter's back
+    )),
+    "aarch64": (0xC00000B7, 198, (
+        279, 447,
+        194, 196, 195, 197,
+        190, 193, 191, 192,
+        186, 189, 188, 187,
+        180, 181, 182, 183, 184, 185,
+        425, 426, 427,
+    )),
 }
+AF_UNIX = 1
 
 
-def refuse_memory_outside_limits() -> str | None:
-    """A seccomp filter: the calls of OUTSIDE_MEMORY_CALLS fail with EPERM, as does any system call
-    of another architecture's calling convention (x86_64's 32-bit one, say); None, or why it could
-    not be installed. Needs PR_SET_NO_NEW_PRIVS (forbid_new_privileges) first."""
+def refuse_outside_calls() -> str | None:
+    """A seccomp filter: the calls of REFUSED_CALLS, and socket(2) in any domain but AF_UNIX, fail
+    with EPERM, as does any system call of another architecture's calling convention (x86_64's
+    32-bit one, say); None, or why it could not be installed. Needs PR_SET_NO_NEW_PRIVS
+    (forbid_new_privileges) first."""
     import ctypes
     import platform
 
-    if platform.machine() not in OUTSIDE_MEMORY_CALLS:
+    if platform.machine() not in REFUSED_CALLS:
         return f"no filter for this machine ({platform.machine()})"
-    arch, calls = OUTSIDE_MEMORY_CALLS[platform.machine()]
+    arch, socket_call, calls = REFUSED_CALLS[platform.machine()]
     ld_abs, and_k, jeq_k, ret_k = 0x20, 0x54, 0x15, 0x06  # BPF_LD|W|ABS, ALU|AND|K, JMP|JEQ|K, RET|K
     allow, refuse = 0x7FFF0000, 0x00050000 | 1  # SECCOMP_RET_ALLOW, SECCOMP_RET_ERRNO | EPERM
+    # Jump offsets count the instructions skipped: from the i-th refused call's test to the final
+    # "refuse" lies the rest of the list, the socket test and five more instructions.
     program = [
         (ld_abs, 0, 0, 4),  # seccomp_data.arch
         (jeq_k, 1, 0, arch),
         (ret_k, 0, 0, refuse),
         (ld_abs, 0, 0, 0),  # seccomp_data.nr
         (and_k, 0, 0, 0x3FFFFFFF),  # x86_64's x32 calls add 0x40000000 to the same numbers
-        *[(jeq_k, len(calls) - i, 0, nr) for i, nr in enumerate(calls)],
+        *[(jeq_k, len(calls) - i + 4, 0, nr) for i, nr in enumerate(calls)],
+        (jeq_k, 1, 0, socket_call),
+        (ret_k, 0, 0, allow),
+        (ld_abs, 0, 0, 16),  # seccomp_data.args[0], its low 32 bits: the domain
+        (jeq_k, 0, 1, AF_UNIX),
         (ret_k, 0, 0, allow),
         (ret_k, 0, 0, refuse),
     ]
@@ -591,7 +616,13 @@ def main() -> None:
     apply_limits(init["limits"])
     volunteer_for_oom()
     forbid_new_privileges()
-    unfiltered = refuse_memory_outside_limits()
+    unfiltered = refuse_outside_calls()
+    confined = landlock.restrict(
+        [init["seed"], *init["lib_dirs"], *init["site_packages"], os.path.dirname(os.path.abspath(__file__)),
+         sys.base_prefix, sys.prefix, os.path.dirname(os.path.realpath(sys.executable)), *sys.path],
+        [init["home"]])
+    if not isinstance(confined, str):
+        os.environ["TMPDIR"] = init["home"]  # tempfile's /tmp is out of reach: its own folder instead
     seed_home(init["seed"], init["home"])
     # sys.path: the student's folder, the course library, this interpreter's standard library (all
     # that -I -S leaves) and the grader's site-packages (for numpy), whose .pth files are not run.
@@ -599,5 +630,5 @@ def main() -> None:
     worker = Worker(req_fd, resp_fd, init)
     worker.install_remote(init["remote"], init["lib_dirs"])
     send(resp_fd, {"seq": init["seq"], "ok": True, "pid": os.getpid(), "numpy": worker.np.__version__,
-                   "unfiltered": unfiltered}, [])
+                   "unfiltered": unfiltered, "landlock": confined}, [])
     worker.serve()
