@@ -73,10 +73,15 @@ demo: venv
 bench: venv
 	$(PY) -m tools.bench
 
-# Module 6's OpenAI-compatible server on loopback (PORT=8000; SUB=dir runs that block_manager.py).
+# Module 6's OpenAI-compatible server on loopback, as the bundle's `make serve` starts it: the lab's
+# model name and --max-model-len 4096. PORT=8000; SUB=dir runs that block_manager.py (default: the
+# reference solution); CACHING=off turns prefix caching off; KV_STORE=redis://HOST:PORT shares KV.
 .PHONY: serve
 serve: venv
-	$(PY) -m kvlab.serving.server --host 127.0.0.1 --port $(or $(PORT),8000) $(if $(filter command line,$(origin SUB)),--submission $(SUB))
+	$(if $(filter-out on off,$(or $(CACHING),on)),$(error CACHING must be on or off; got '$(CACHING)'))
+	$(PY) -m kvlab.serving.server --host 127.0.0.1 --port $(or $(PORT),8000) $(if $(filter command line,$(origin SUB)),--submission $(SUB)) \
+	  --served-model-name $(or $(MODEL),Qwen/Qwen2.5-0.5B-Instruct) kvlab-serve --max-model-len 4096 \
+	  --$(if $(filter off,$(CACHING)),no-)enable-prefix-caching$(if $(KV_STORE), --kv-store $(KV_STORE))
 
 check-py310: venv
 	$(VENV)/bin/vermin --target=3.10- --violations --no-tips --eval-annotations --backport dataclasses kvlab solutions starter assignments autograder tools tests

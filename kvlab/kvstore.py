@@ -1,10 +1,10 @@
 """External KV stores for module 6, part 3 (LMCache's idea: KV kept outside the engine, shared by engines).
 
 - `MemoryStore(maxmemory_bytes=None)`: an in-process store with the subset of redis-py's client API a
-  KV connector uses (`get`, `set`, `mget`, `exists`, plus `delete`, `dbsize`, `flushdb`, `ping` for
-  tests and tools), bounded in bytes and evicting the least recently used keys first, as Redis does
-  with `maxmemory` and `maxmemory-policy allkeys-lru`. The grader gives students' connectors this
-  store (no network in the sandbox).
+  KV connector uses (`get`, `set`, `mget`, `exists`, `pipeline(transaction=False)`, plus `delete`,
+  `dbsize`, `flushdb`, `ping` for tests and tools), bounded in bytes and evicting the least recently
+  used keys first, as Redis does with `maxmemory` and `maxmemory-policy allkeys-lru`. The grader gives
+  students' connectors this store (no network in the sandbox); it counts `commands` and `round_trips`.
 - `redis_server(...)`: a context manager that runs a Redis server for the duration of a `with` and
   yields its URL: the system `redis-server` where it is installed, else `EmbeddedRedisServer`, a small
   server in this process speaking the same wire protocol (RESP) over a `MemoryStore`.
@@ -58,7 +58,7 @@ def encode(value: Any) -> bytes:
 
 
 class MemoryStore:
-    """A bounded in-process key-value store with redis-py's `get`/`set`/`mget`/`exists` (and a few more).
+    """A bounded in-process key-value store with redis-py's `get`/`set`/`mget`/`exists`/`pipeline` (and a few more).
 
     Keys and values are stored as bytes (str, int and float are encoded as redis-py encodes them);
     `get` returns bytes or None. `maxmemory_bytes` (None: unbounded) bounds the sum of
@@ -66,8 +66,12 @@ class MemoryStore:
     evicted until the total fits again; a value larger than the whole bound is dropped at once
     (counted as evicted) without evicting anything else. `get`, `mget` and `set` count as a use;
     `exists` does not (as in Redis). Thread-safe.
+    `pipeline(transaction=True)`: redis-py's pipeline; its commands are queued and `execute()` runs
+    them in one call, returning the list of their results (see MemoryPipeline).
     Counters: `used_memory` (bytes held now), `evicted_keys` (keys evicted so far), `commands`
-    (calls so far per method name, e.g. {"get": 3, "set": 2}: what a client would send to Redis).
+    (commands so far per name, e.g. {"get": 3, "set": 2}, a pipeline's commands included: what a
+    client would send to Redis), `round_trips` (requests a client would wait for: one per plain
+    command, one per `execute()` of a non-empty pipeline, whatever it holds).
     """
 
     def __init__(self, maxmemory_bytes: int | None = None) -> None:
@@ -78,76 +82,94 @@ class MemoryStore:
         self.used_memory = 0
         self.evicted_keys = 0
         self.commands: dict[str, int] = {}
+        self.round_trips = 0
         self._data: OrderedDict[bytes, bytes] = OrderedDict()  # least recently used first
         self._lock = threading.Lock()
 
     def get(self, key: Encodable) -> bytes | None:
         """The value of `key`, or None when it is not stored."""
-        self._count("get")
-        with self._lock:
-            return self._read(encode(key))
+        return self._run([("get", (encode(key),))])[0]
 
     def mget(self, keys: Any, *args: Encodable) -> list[bytes | None]:
         """The values of several keys in one call (None for each missing one), as redis-py's `mget`.
 
         Accepts `mget([k1, k2])` and `mget(k1, k2)`.
         """
-        self._count("mget")
-        names = [keys] if isinstance(keys, (bytes, bytearray, memoryview, str, int, float)) else list(keys)
-        names += args
-        with self._lock:
-            return [self._read(encode(name)) for name in names]
+        return self._run([("mget", _mget_names(keys, args))])[0]
 
     def set(self, key: Encodable, value: Encodable) -> bool:
         """Store `value` under `key` (replacing any value), then evict LRU keys beyond the bound. True."""
-        self._count("set")
-        key, value = encode(key), encode(value)
-        with self._lock:
-            self._remove(key)
-            if self.maxmemory_bytes is not None and len(key) + len(value) > self.maxmemory_bytes:
-                self.evicted_keys += 1  # could never fit: dropped at once, nothing else evicted for it
-                return True
-            self._data[key] = value
-            self.used_memory += len(key) + len(value)
-            while self.maxmemory_bytes is not None and self.used_memory > self.maxmemory_bytes:
-                oldest = next(iter(self._data))
-                self._remove(oldest)
-                self.evicted_keys += 1
-        return True
+        return self._run([("set", (encode(key), encode(value)))])[0]
 
     def exists(self, *keys: Encodable) -> int:
         """How many of `keys` are stored (a key named twice counts twice), as Redis' EXISTS."""
-        self._count("exists")
-        with self._lock:
-            return sum(encode(key) in self._data for key in keys)
+        return self._run([("exists", tuple(encode(key) for key in keys))])[0]
 
     def delete(self, *keys: Encodable) -> int:
         """Remove `keys`; the number that were stored."""
-        self._count("delete")
-        with self._lock:
-            return sum(self._remove(encode(key)) for key in keys)
+        return self._run([("delete", tuple(encode(key) for key in keys))])[0]
 
     def dbsize(self) -> int:
         """Number of stored keys."""
-        self._count("dbsize")
-        with self._lock:
-            return len(self._data)
+        return self._run([("dbsize", ())])[0]
 
     def flushdb(self) -> bool:
         """Remove every key. True."""
-        self._count("flushdb")
-        with self._lock:
-            self._data.clear()
-            self.used_memory = 0
-        return True
+        return self._run([("flushdb", ())])[0]
 
     def ping(self) -> bool:
         """True (the store is always there)."""
+        return self._run([("ping", ())])[0]
+
+    def pipeline(self, transaction: bool = True, shard_hint: Any = None) -> MemoryPipeline:
+        """A new MemoryPipeline on this store (redis-py's `Redis.pipeline`; `transaction` and
+        `shard_hint` are accepted and change nothing: a pipeline here always runs as one unit)."""
+        return MemoryPipeline(self, transaction)
+
+    def _run(self, batch: list[tuple[str, tuple[Any, ...]]]) -> list[Any]:
+        """Run encoded commands as one request (one round trip), under the lock, and count them."""
+        with self._lock:
+            self.round_trips += 1
+            for name, _ in batch:
+                self.commands[name] = self.commands.get(name, 0) + 1
+            return [getattr(self, f"_do_{name}")(*args) for name, args in batch]
+
+    # The commands themselves, on encoded arguments, called with the lock held.
+
+    def _do_get(self, key: bytes) -> bytes | None:
+        return self._read(key)
+
+    def _do_mget(self, *keys: bytes) -> list[bytes | None]:
+        return [self._read(key) for key in keys]
+
+    def _do_set(self, key: bytes, value: bytes) -> bool:
+        self._remove(key)
+        if self.maxmemory_bytes is not None and len(key) + len(value) > self.maxmemory_bytes:
+            self.evicted_keys += 1  # could never fit: dropped at once, nothing else evicted for it
+            return True
+        self._data[key] = value
+        self.used_memory += len(key) + len(value)
+        while self.maxmemory_bytes is not None and self.used_memory > self.maxmemory_bytes:
+            self._remove(next(iter(self._data)))
+            self.evicted_keys += 1
         return True
 
-    def _count(self, command: str) -> None:
-        with self._lock:
-            self.commands[command] = self.commands.get(command, 0) + 1
+    def _do_exists(self, *keys: bytes) -> int:
+        return sum(key in self._data for key in keys)
+
+    def _do_delete(self, *keys: bytes) -> int:
+        return sum(self._remove(key) for key in keys)
+
+    def _do_dbsize(self) -> int:
+        return len(self._data)
+
+    def _do_flushdb(self) -> bool:
+        self._data.clear()
+        self.used_memory = 0
+        return True
+
+    def _do_ping(self) -> bool:
+        return True
 
     def _read(self, key: bytes) -> bytes | None:
         value = self._data.get(key)
@@ -161,6 +183,80 @@ class MemoryStore:
             return False
         self.used_memory -= len(key) + len(value)
         return True
+
+
+def _mget_names(keys: Any, args: tuple[Encodable, ...]) -> tuple[bytes, ...]:
+    """The encoded keys of mget([k1, k2]) or mget(k1, k2), as redis-py accepts both."""
+    names = [keys] if isinstance(keys, (bytes, bytearray, memoryview, str, int, float)) else list(keys)
+    return tuple(encode(name) for name in [*names, *args])
+
+
+class MemoryPipeline:
+    """redis-py's `Pipeline` on a MemoryStore: commands are queued, then sent together by `execute`.
+
+    `get`, `set`, `mget`, `exists`, `delete`, `dbsize`, `flushdb` and `ping` take the store's
+    arguments, queue the command and return the pipeline (so calls chain: `pipe.get(a).get(b)`); a
+    key or value redis-py could not encode raises TypeError at once, and nothing is sent.
+    `execute()` runs the queued commands in order as one request (one round trip, counted once in the
+    store's `round_trips`; each command counted in its `commands`), empties the queue and returns
+    their results as a list, one per command, what the store's method returns. An empty queue sends
+    nothing and returns []. `reset()` drops the queue; `with store.pipeline() as pipe:` resets on exit;
+    len(pipe) is the number of commands queued.
+    """
+
+    def __init__(self, store: MemoryStore, transaction: bool = True) -> None:
+        self.store = store
+        self.transaction = transaction
+        self._queued: list[tuple[str, tuple[Any, ...]]] = []
+
+    def get(self, key: Encodable) -> MemoryPipeline:
+        return self._queue("get", (encode(key),))
+
+    def mget(self, keys: Any, *args: Encodable) -> MemoryPipeline:
+        return self._queue("mget", _mget_names(keys, args))
+
+    def set(self, key: Encodable, value: Encodable) -> MemoryPipeline:
+        return self._queue("set", (encode(key), encode(value)))
+
+    def exists(self, *keys: Encodable) -> MemoryPipeline:
+        return self._queue("exists", tuple(encode(key) for key in keys))
+
+    def delete(self, *keys: Encodable) -> MemoryPipeline:
+        return self._queue("delete", tuple(encode(key) for key in keys))
+
+    def dbsize(self) -> MemoryPipeline:
+        return self._queue("dbsize", ())
+
+    def flushdb(self) -> MemoryPipeline:
+        return self._queue("flushdb", ())
+
+    def ping(self) -> MemoryPipeline:
+        return self._queue("ping", ())
+
+    def execute(self, raise_on_error: bool = True) -> list[Any]:
+        """The results of the queued commands, in order, from one request to the store; the queue is emptied."""
+        batch, self._queued = self._queued, []
+        return self.store._run(batch) if batch else []
+
+    def reset(self) -> None:
+        """Drop the queued commands."""
+        self._queued = []
+
+    def __len__(self) -> int:
+        return len(self._queued)
+
+    def __bool__(self) -> bool:
+        return True  # as redis-py's: a pipeline is true even with nothing queued
+
+    def __enter__(self) -> MemoryPipeline:
+        return self
+
+    def __exit__(self, *exc_info: Any) -> None:
+        self.reset()
+
+    def _queue(self, name: str, args: tuple[Any, ...]) -> MemoryPipeline:
+        self._queued.append((name, args))
+        return self
 
 
 def model_fingerprint(cfg: Config, dtype: Any, seed: int = 0) -> str:
@@ -221,6 +317,32 @@ class _Protocol:
             return head + b"".join(self.reply(k) + self.reply(v) for k, v in value.items())
         raise TypeError(f"no RESP encoding for {type(value).__name__}")
 
+    def pieces(self, value: Any) -> list[bytes]:
+        """reply(value) as pieces to send in order: each bulk string of LARGE_VALUE bytes or more alone,
+        as it is (not copied into one buffer: a chunk is megabytes), the rest joined."""
+        pieces: list[bytes] = []
+        small: list[bytes] = []
+
+        def walk(item: Any) -> None:
+            if isinstance(item, bytes) and len(item) >= LARGE_VALUE:
+                small.append(b"$%d\r\n" % len(item))
+                pieces.extend((b"".join(small), item))
+                small[:] = [b"\r\n"]
+            elif isinstance(item, list):
+                small.append(b"*%d\r\n" % len(item))
+                for element in item:
+                    walk(element)
+            else:
+                small.append(self.reply(item))
+
+        walk(value)
+        pieces.append(b"".join(small))
+        return pieces
+
+
+# A bulk string at least this long is sent as it is, not copied into a reply buffer.
+LARGE_VALUE = 1 << 16
+
 
 def _simple(text: str) -> bytes:
     return f"+{text}\r\n".encode()
@@ -231,9 +353,15 @@ def _error(text: str) -> bytes:
 
 
 class _Handler(socketserver.StreamRequestHandler):
-    """One client connection: read commands (RESP arrays of bulk strings), answer each in turn."""
+    """One client connection: read commands (RESP arrays of bulk strings), answer each in turn.
+
+    A pipeline (redis-py sends its commands back to back, then reads the replies) is served as any
+    sequence of commands. Nagle's algorithm is off: with it, the second of two small replies in a row
+    waits for the client's delayed ACK (about 40 ms).
+    """
 
     server: EmbeddedRedisServer
+    disable_nagle_algorithm = True
 
     def handle(self) -> None:
         protocol = _Protocol()
@@ -244,7 +372,9 @@ class _Handler(socketserver.StreamRequestHandler):
                 return
             if command is None:
                 return
-            self.wfile.write(self.server.execute(command, protocol))
+            # Large values go out as they are (no copy into one reply buffer): pieces of a reply.
+            for piece in self.server.execute_pieces(command, protocol):
+                self.wfile.write(piece)
             self.wfile.flush()
 
     def _read_command(self) -> list[bytes] | None:
@@ -271,8 +401,9 @@ class EmbeddedRedisServer(socketserver.ThreadingTCPServer):
     """A Redis stand-in on a loopback TCP port, serving a MemoryStore (LRU-bounded like allkeys-lru).
 
     Commands: PING, ECHO, HELLO, CLIENT (accepted), SELECT 0, GET, SET key value, MGET, EXISTS, DEL,
-    DBSIZE, FLUSHDB, FLUSHALL, INFO (used_memory, maxmemory, evicted_keys), QUIT. `serve_forever` in a
-    thread; `shutdown()` then `server_close()` to stop.
+    DBSIZE, FLUSHDB, FLUSHALL, INFO (used_memory, maxmemory, evicted_keys), QUIT; pipelined (commands
+    sent back to back, as redis-py's pipeline does) or not. `serve_forever` in a thread; `shutdown()`
+    then `server_close()` to stop.
     """
 
     daemon_threads = True
@@ -286,6 +417,16 @@ class EmbeddedRedisServer(socketserver.ThreadingTCPServer):
     def url(self) -> str:
         host, port = self.server_address[:2]
         return f"redis://{host}:{port}"
+
+    def execute_pieces(self, command: list[bytes], protocol: _Protocol) -> list[bytes]:
+        """The RESP reply to one command as pieces to send in order (_Protocol.pieces for GET and MGET,
+        whose values may be large; one piece otherwise)."""
+        name = command[0].upper() if command else b""
+        if name == b"GET" and len(command) == 2:
+            return protocol.pieces(self.store.get(command[1]))
+        if name == b"MGET" and len(command) > 1:
+            return protocol.pieces(self.store.mget(command[1:]))
+        return [self.execute(command, protocol)]
 
     def execute(self, command: list[bytes], protocol: _Protocol) -> bytes:
         """The RESP reply to one command."""

@@ -4,9 +4,9 @@
 
 Each line of stdin is one job, {"assignment", "submission", "roots", "out", "env"}: with the
 job's environment variables set (`env`: the stand-in traces), the grader's own entry
-`autograder.harness.run.run` (what Gradescope's run_autograder calls) writes out/sandbox.json and
-out/inprocess.json, each mode on its tests root (`roots`, by mode), and what it printed (a grader
-fault's traceback among it) to out/sandbox.log and out/inprocess.log. When both are written, the
+`autograder.harness.run.run` (what Gradescope's run_autograder calls) writes out/<mode>.json for
+each mode of `roots` (sandbox, then in-process), on that mode's tests root, and what it printed (a
+grader fault's traceback among it) to out/<mode>.log. When both are written, the
 job's `out` is written to stdout as one line, which is all this process ever prints there; stdin's
 end ends it.
 
@@ -38,12 +38,12 @@ def unload(folder: Path) -> None:
 
 
 def grade(job: dict[str, Any]) -> None:
-    """Both modes of one job (see the module docstring)."""
+    """The modes of one job (see the module docstring)."""
     submission = Path(job["submission"]).resolve()
     out = Path(job["out"])
     out.mkdir(parents=True, exist_ok=True)
     with mock.patch.dict(os.environ, job["env"]):
-        for mode in MODES:
+        for mode in (mode for mode in MODES if mode in job["roots"]):
             with open(out / f"{mode}.log", "w", encoding="utf-8") as log, \
                     contextlib.redirect_stdout(log), contextlib.redirect_stderr(log):
                 run(job["assignment"], submission, out / f"{mode}.json", mode=mode,

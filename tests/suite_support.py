@@ -339,10 +339,12 @@ class Job:
     # The in-process run's tests root when it grades the public tests only (Suite.tests_root's
     # hidden=False); None: tests_root, like the sandboxed run.
     public_root: Path | None = None
+    modes: tuple[str, ...] = MODES  # the modes it is graded in
 
     def roots(self) -> dict[str, Path]:
         """The tests root of each mode's run."""
-        return {"sandbox": self.tests_root, "inprocess": self.public_root or self.tests_root}
+        roots = {"sandbox": self.tests_root, "inprocess": self.public_root or self.tests_root}
+        return {mode: roots[mode] for mode in self.modes}
 
 
 @dataclass(frozen=True)
@@ -441,7 +443,7 @@ class Graders:
             try:
                 self._grade(process, job)
                 future.set_result(Graded(job, {mode: json.loads((job.out / f"{mode}.json").read_text(encoding="utf-8"))
-                                               for mode in MODES}))
+                                               for mode in job.modes}))
             except Exception as error:  # noqa: BLE001 - whatever broke, the job's tests say so
                 future.set_exception(AssertionError(
                     f"grading {job.assignment} {job.label}: {error}; the grading process's stderr:\n"

@@ -4,7 +4,8 @@ The connector runs against the system redis-server (skipped only where it is not
 loopback port and on a Unix socket, and against the embedded server that replaces it elsewhere; each
 test starts its server and stops it. A second client plays the second engine: it loads what the first
 stored. The store's memory bound is visible: storing more than maxmemory evicts chunks and shortens
-lookup. MemoryStore (what the grader gives students) is checked on its own LRU-by-bytes rules.
+lookup. MemoryStore (what the grader gives students) is checked on its own LRU-by-bytes rules and its
+pipelines (one round trip per execute), and redis-py's pipelines on every server.
 """
 from __future__ import annotations
 
@@ -199,6 +200,47 @@ def test_memory_store_is_lru_by_bytes() -> None:
     assert store.commands["set"] == 5 and store.commands["mget"] == 2, f"commands counted: {store.commands}"
     with pytest.raises(ValueError, match="maxmemory_bytes"):
         MemoryStore(maxmemory_bytes=0)
+
+
+def test_memory_store_pipeline_is_one_round_trip() -> None:
+    store = MemoryStore()
+    store.set("a", b"1")
+    trips, commands = store.round_trips, dict(store.commands)
+    pipe = store.pipeline(transaction=False)
+    assert pipe.get("a").get("b").exists("a", "b") is pipe and len(pipe) == 3, "queued commands chain, as in redis-py"
+    assert store.round_trips == trips and store.commands == commands, "nothing is sent before execute()"
+    assert pipe.set("c", 7).mget(["a", "c"]).execute() == [b"1", None, 1, True, [b"1", b"7"]], (
+        "execute() returns one reply per queued command, in order, as the store's methods return them")
+    assert store.round_trips == trips + 1, f"one execute is one round trip; counted {store.round_trips - trips}"
+    sent = {k: v - commands.get(k, 0) for k, v in store.commands.items() if v != commands.get(k, 0)}
+    assert sent == {"get": 2, "exists": 1, "set": 1, "mget": 1}, f"each pipelined command counts by name: {sent}"
+    assert pipe.execute() == [] and store.round_trips == trips + 1, "an empty pipeline sends nothing"
+    with store.pipeline() as other:
+        other.delete("a")
+    assert store.get("a") == b"1" and store.round_trips == trips + 2, "leaving `with` drops the queue unsent"
+    with pytest.raises(TypeError):
+        store.pipeline().get(None)
+    store.get("a")
+    store.exists("a", "b")
+    assert store.round_trips == trips + 4, "every plain command is a round trip"
+
+
+@pytest.mark.parametrize("server", BACKENDS, indirect=True)
+def test_redis_py_pipelines_reach_the_server(server: str) -> None:
+    client = open_store(server)
+    try:
+        client.set("a", b"x" * 200_000)
+        pipe = client.pipeline(transaction=False)
+        for key in ("a", "missing", "a"):
+            pipe.get(key)
+        for key in ("a", "missing"):
+            pipe.exists(key)
+        replies = pipe.execute()
+        assert [len(r) if isinstance(r, bytes) else r for r in replies] == [200_000, None, 200_000, 1, 0], (
+            f"pipelined GET and EXISTS replies, in order: {[len(r) if isinstance(r, bytes) else r for r in replies]}")
+        assert client.mget(["missing", "a"])[1] == b"x" * 200_000, "MGET of a large value"
+    finally:
+        client.close()
 
 
 def test_model_fingerprint_names_model_weights_dtype_and_layout() -> None:

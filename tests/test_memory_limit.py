@@ -41,8 +41,8 @@ def sandbox(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sandbox]:
     student = tmp_path_factory.mktemp("memory") / "student"
     student.mkdir()
     (student / "heavy.py").write_text(STUDENT)
-    # The repository on the worker's path for kvlab, which the course's remote functions import.
-    with Sandbox(student, [REPO], limits=Limits(call_timeout=10.0), config=COURSE) as box:
+    # kvlab, which the course's remote functions import, placed as the grader places it.
+    with Sandbox(student, [], packages=[REPO / "kvlab"], limits=Limits(call_timeout=10.0), config=COURSE) as box:
         yield box
 
 

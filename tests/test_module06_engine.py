@@ -111,6 +111,28 @@ def test_kv_connector_loads_a_prefix_another_engine_computed() -> None:
     _, step_logits = generate(params, TINY, np.asarray([second]), 3)
     diff = max(float(np.abs(a - b[0]).max()) for a, b in zip(request.logits, step_logits))
     assert diff <= LOGIT_ATOL, f"logits with a loaded prefix differ from the dense forward by {diff:.3g}"
+    assert (engine_b.prefill_positions, engine_b.loaded_positions) == (len(second) - 16, 16), (
+        f"the engine's counters (/metrics kvlab:prefill_positions_total and kv_store_loaded_tokens_total) should be "
+        f"{len(second) - 16} computed and 16 loaded; got {engine_b.prefill_positions} and {engine_b.loaded_positions}")
+
+
+def test_engine_counts_prefill_work_when_it_is_done() -> None:
+    """A request aborted right after its prefill (a client that closed the stream after the first
+    token) still counts in the engine's prefill counter, which /metrics reports."""
+    params = init_params(TINY, 0)
+    engine = Engine(BlockManager(32, 4), TINY, params)
+    prompt = list(range(3, 17))
+    request = engine.add_request(prompt, 8, request_id="closed")
+    engine.step()
+    engine.abort("closed")
+    assert request.output and engine.prefill_positions == len(prompt), (
+        f"the {len(prompt)}-token prompt was prefilled before the abort: the engine's prefill_positions should be "
+        f"{len(prompt)}; got {engine.prefill_positions}")
+    again = engine.add_request(prompt, 1)
+    engine.step()
+    assert again.num_cached == 12 and engine.prefill_positions == len(prompt) + 2, (
+        f"the same prompt again: 12 tokens cached, 2 computed, so prefill_positions {len(prompt) + 2}; got "
+        f"num_cached {again.num_cached}, prefill_positions {engine.prefill_positions}")
 
 
 def test_grading_imports_no_serving_stack() -> None:

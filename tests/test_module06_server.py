@@ -5,9 +5,10 @@ stopped by the fixtures, each test bounded in time. Covered: /health, /v1/models
 text completions with and without streaming (SSE ending in [DONE]); prefix-cache hits reported in
 usage and /metrics; OpenAI-style error bodies and status codes; 8 concurrent streaming clients with
 mixed prefixes on a pool too small for all of them (same tokens as alone, none lost, the pool never
-over-committed, every block free again); the lab's own script, unchanged except for its base_url;
-and `--kv-store`: two servers (different PYTHONHASHSEED) sharing one Redis, the second loading what
-the first stored.
+over-committed, every block free again); a stream closed after its first token still counts its
+prefill in /metrics; the lab's own script, unchanged except for its base_url; and `--kv-store`: two
+servers (different PYTHONHASHSEED) sharing one Redis, the second loading what the first stored and
+reporting those tokens as cached in `usage`, as vLLM does.
 """
 from __future__ import annotations
 
@@ -159,6 +160,28 @@ def test_a_repeated_system_prompt_is_a_cache_hit(server: Running) -> None:
         f"/metrics should count {cached[1]} hit tokens of {prompts} queried; it counted {hits} of {queries}")
 
 
+@pytest.mark.timeout(120)
+def test_a_stream_closed_after_its_first_token_counts_its_prefill(server: Running) -> None:
+    """The lab's benchmark closes each stream at its first token: /metrics must count the prefill anyway."""
+    prompt = list(range(500, 560))
+    before = server.metrics()
+    body = {"model": "kvlab-serve", "prompt": prompt, "max_tokens": 50, "stream": True}
+    with httpx.stream("POST", server.v1 + "/completions", json=body, timeout=60) as response:
+        first = next(line for line in response.iter_lines() if line.startswith("data: "))
+    assert json.loads(first.removeprefix("data: "))["choices"], f"the first chunk should carry a token: {first}"
+    deadline = time.monotonic() + 30
+    while True:  # the abort reaches the engine thread asynchronously
+        after = server.metrics()
+        if after["vllm:num_requests_running"] == 0 or time.monotonic() > deadline:
+            break
+        time.sleep(0.1)
+    computed = after["kvlab:prefill_positions_total"] - before["kvlab:prefill_positions_total"]
+    hits = after["vllm:prefix_cache_hits_total"] - before["vllm:prefix_cache_hits_total"]
+    assert computed == len(prompt) - hits and computed > 0, (
+        f"a {len(prompt)}-token prompt ({hits:.0f} cached) was prefilled, then its stream closed after the first "
+        f"token: kvlab:prefill_positions_total should grow by {len(prompt) - hits:.0f}; it grew by {computed:.0f}")
+
+
 ERRORS = [
     ("malformed JSON", "/completions", b'{"model": "kvlab-serve", "prompt": ', 400, "BadRequestError"),
     ("unknown model", "/chat/completions", {"model": "gpt-4o", "messages": [{"role": "user", "content": "hi"}]},
@@ -305,6 +328,10 @@ def test_two_servers_share_kv_through_the_store() -> None:
     assert second["kvlab:kv_store_hits_total"] == len(SHARED) // KV_CHUNK, (
         f"/metrics of the second server should count {len(SHARED) // KV_CHUNK} chunk hits; it shows "
         f"{second['kvlab:kv_store_hits_total']:.0f}")
+    cached = answers[1].usage.prompt_tokens_details.cached_tokens
+    assert cached == len(SHARED), (
+        f"usage.prompt_tokens_details.cached_tokens of the second server's answer is {cached}; as in vLLM, the "
+        f"{len(SHARED)} tokens loaded through the KV connector count as cached")
     assert second["kvlab:kv_store_bytes_loaded_total"] == first["kvlab:kv_store_bytes_stored_total"] > 0, (
         f"the second server loaded {second['kvlab:kv_store_bytes_loaded_total']:.0f} bytes; the first stored "
         f"{first['kvlab:kv_store_bytes_stored_total']:.0f}, the same chunks")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -104,6 +105,66 @@ def test_bundle_requirements_are_the_students(bundle: Bundle) -> None:
     assert all(pin in shipped.splitlines() for pin in pins) and "-r " not in shipped, (
         f"requirements.txt should be requirements/student.txt with its includes inlined; got:\n{shipped}")
     assert "nbgrader" not in shipped and "jsonschema" not in shipped, f"instructor packages in requirements.txt:\n{shipped}"
+
+
+# The lab sheet's own client scripts: students have them from the lab sheet, not from the bundle.
+LAB_SHEET_SCRIPTS = {"prefix_cache_bench.py", "lmcache_test.py"}
+# Modules the bundle's venv provides (requirements.txt) or the standard library.
+INSTALLED_MODULES = {"pip", "pytest", "venv", "zipfile"}
+# Module 6's own make targets: its bundle has them, the others do not.
+MODULE06_TARGETS = {"serve", "kv-store", "bench-kvstore"}
+
+
+def _code_in(handout: str) -> list[str]:
+    """The handout's code: fenced blocks and inline spans, whitespace runs made single spaces."""
+    fenced = re.findall(r"^```[^\n]*\n(.*?)^```", handout, re.MULTILINE | re.DOTALL)
+    rest = re.sub(r"^```[^\n]*\n.*?^```", "", handout, flags=re.MULTILINE | re.DOTALL)
+    return [" ".join(code.split()) for code in fenced + re.findall(r"`([^`]+)`", rest)]
+
+
+def _module_in_bundle(folder: Path, module: str) -> bool:
+    path = folder / module.replace(".", "/")
+    return path.with_suffix(".py").is_file() or (path / "__main__.py").is_file()
+
+
+def test_everything_the_handout_runs_is_in_the_bundle(bundle: Bundle) -> None:
+    """Every `make TARGET`, `python -m MODULE` and `python FILE.py` the handout (or the bundle's
+    Makefile) tells a student to run names a target, module or file of the bundle."""
+    makefile = (bundle.folder / "Makefile").read_text()
+    targets = {name for line in re.findall(r"^([\w. -]+):(?!=)", makefile, re.MULTILINE) for name in line.split()}
+    assert "@IF" not in makefile and "@END@" not in makefile, "the bundle's Makefile kept a template @IF/@END@ line"
+    code = _code_in((bundle.folder / "README.md").read_text())
+    wanted_targets = {found for text in code for found in re.findall(r"(?:^|[;&|] *)make ([\w-]+)", text)}
+    missing = sorted(wanted_targets - targets)
+    assert not missing, f"the handout of {bundle.assignment_id} says `make {missing[0]}`; the bundle's Makefile has targets {sorted(targets)}"
+    modules = {found for text in code + [makefile] for found in re.findall(r"python3? -m ([\w.]+)|\$\(PY\) -m ([\w.]+)", text)
+               for found in found if found}
+    absent = sorted(m for m in modules - INSTALLED_MODULES if not _module_in_bundle(bundle.folder, m))
+    assert not absent, f"{bundle.assignment_id}: `python -m {absent[0]}` is in the handout or Makefile; the bundle has no such module"
+    scripts = {found for text in code for found in re.findall(r"python3? ([\w/.-]+\.py)\b", text)}
+    absent = sorted(s for s in scripts - LAB_SHEET_SCRIPTS if not (bundle.folder / s).is_file())
+    assert not absent, f"{bundle.assignment_id}: the handout runs {absent[0]}, which the bundle lacks"
+    if bundle.assignment_id == "module06":
+        assert MODULE06_TARGETS <= targets, f"module 6's bundle Makefile lacks {sorted(MODULE06_TARGETS - targets)}"
+    else:
+        assert not MODULE06_TARGETS & targets, (
+            f"{bundle.assignment_id}'s Makefile has module 6's targets {sorted(MODULE06_TARGETS & targets)}")
+
+
+def test_make_serve_runs_the_server_as_the_handout_says(tmp_path: Path) -> None:
+    """module 6's `make serve` (dry run): the lab's model name and length, PORT, SUB, CACHING, KV_STORE."""
+    folder = tmp_path  # the bundle's Makefile alone: a dry run needs nothing else
+    (folder / "Makefile").write_bytes(release._student_makefile(_assignment("module06")))
+    (folder / "requirements.txt").write_bytes(release._requirements(ROOT))
+    run = _make(folder, "-n", "serve", "PORT=8123", "SUB=work", "CACHING=off", "KV_STORE=redis://127.0.0.1:6379")
+    command = " ".join(line.rstrip("\\") for line in run.stdout.splitlines() if "kvlab.serving.server" in line
+                       or line.startswith("  --"))
+    for flag in ("--port 8123", "--submission work", "--served-model-name Qwen/Qwen2.5-0.5B-Instruct kvlab-serve",
+                 "--max-model-len 4096", "--no-enable-prefix-caching", "--kv-store redis://127.0.0.1:6379"):
+        assert flag in " ".join(command.split()), f"make serve should pass {flag!r}; it runs:\n{run.stdout}{run.stderr}"
+    run = _make(folder, "-n", "serve", "CACHING=maybe")
+    assert run.returncode != 0 and "CACHING must be on or off" in run.stderr, (
+        f"make serve CACHING=maybe should stop with a message; exit {run.returncode}:\n{run.stdout}{run.stderr}")
 
 
 def _student_env(**extra: str) -> dict[str, str]:

@@ -182,6 +182,24 @@ def read_file(path):
     with open(path) as f:
         return f.read()
 
+class Sneaky(list):
+    def __eq__(self, other):
+        return True
+
+def sneaky_pair():
+    return Sneaky([1, 2])
+
+def open_inet_socket():
+    import socket
+    socket.socket(socket.AF_INET, socket.SOCK_STREAM).close()
+    return "opened"
+
+def open_message_queue():
+    import ctypes
+    libc = ctypes.CDLL(None, use_errno=True)
+    fd = libc.mq_open(b"/kvlab-test-queue", 0o100 | 2, 0o600, None)  # O_CREAT | O_RDWR
+    return [fd, ctypes.get_errno()]
+
 def bump(a):
     a.flat[0] += 1
     return a
@@ -246,7 +264,10 @@ def folders() -> Iterator[dict[str, Path]]:
 @pytest.fixture(scope="module")
 def box(folders: dict[str, Path]) -> Sandbox:
     """One sandbox reused by the whole module, as the grader reuses one across tests."""
-    with Sandbox(folders["student"], [folders["lib"], REPO], limits=Limits(call_timeout=5.0), config=COURSE) as sandbox:
+    # The course library as the grader places it (packages=): a checkout in a private folder is out
+    # of the worker's reach when bubblewrap does not bind it.
+    with Sandbox(folders["student"], [folders["lib"]], packages=[REPO / "kvlab"], limits=Limits(call_timeout=5.0),
+                 config=COURSE) as sandbox:
         yield sandbox
 
 
@@ -297,11 +318,16 @@ def test_fallback_without_bubblewrap_is_reported_and_works(folders: dict[str, Pa
         pytest.skip(f"no unprivileged identity can run {sys.executable} here: {refusal}")
     with sandbox:
         report = "\n".join(sandbox.isolation)
-        assert "bubblewrap disabled by the caller" in report or os.geteuid() != 0, f"report:\n{report}"
-        assert "reduced: not hidden" in report, f"hide without bubblewrap must be reported as reduced:\n{report}"
+        if "Landlock (ABI" in report:  # the hidden folder lies outside what Landlock lets it read
+            assert "reduced: not hidden" not in report, f"Landlock hides it; the report should not say reduced:\n{report}"
+        else:
+            assert "bubblewrap disabled by the caller" in report or os.geteuid() != 0, f"report:\n{report}"
+            assert "reduced: not hidden" in report, f"hide without bubblewrap must be reported as reduced:\n{report}"
+            assert "reduced: no Landlock" in report, f"a missing Landlock must be reported:\n{report}"
+            if os.geteuid() == 0:
+                assert "filesystem: protected by permissions only" in report, (
+                    f"root without bubblewrap: the unprivileged user expected:\n{report}")
         if os.geteuid() == 0:
-            assert "filesystem: protected by permissions only" in report, (
-                f"root without bubblewrap: the unprivileged user expected:\n{report}")
             assert sandbox.worker_uid != 0, "student code must never run as root"
         result = sandbox.module("stud").arange(3)
         assert np.array_equal(result, np.arange(3.0)), f"the fallback worker must still run code, got {result!r}"
@@ -450,6 +476,44 @@ def test_hidden_paths_are_invisible(folders: dict[str, Path], tmp_path: Path) ->
         with pytest.raises(FileNotFoundError):
             stud.read_file(str(secret / "answers.txt"))
         assert "answers.txt" not in stud.listdir(str(tmp_path / "secret")), "hidden file listed"
+
+
+def test_landlock_and_seccomp_confine_the_worker_without_bubblewrap(folders: dict[str, Path]) -> None:
+    # World-readable and world-writable folders outside the worker's own: only Landlock keeps it out.
+    outside = Path(tempfile.mkdtemp(prefix="kvlab-outside-"))
+    try:
+        outside.chmod(0o777)
+        (outside / "answers.txt").write_text("42")
+        (outside / "answers.txt").chmod(0o644)
+        with Sandbox(folders["student"], [folders["lib"]], bubblewrap=False) as sandbox:
+            stud = sandbox.module("stud")
+            report = "\n".join(sandbox.isolation)
+            assert "seccomp: memory files, System V and POSIX IPC and network sockets refused" in report, report
+            with pytest.raises(PermissionError):
+                stud.open_inet_socket()
+            fd, errno = stud.open_message_queue()
+            assert fd == -1 and errno == 1, f"mq_open must fail with EPERM; got fd {fd}, errno {errno}"
+            if "Landlock (ABI" not in report:
+                pytest.skip(f"this kernel offers no Landlock:\n{report}")
+            with pytest.raises(PermissionError):
+                stud.read_file(str(outside / "answers.txt"))
+            with pytest.raises(PermissionError):
+                stud.write_file(str(outside / "planted.txt"), "x")
+            stud.write_file("scratch.txt", "notes")
+            assert stud.read_file("scratch.txt") == "notes", "the worker's own folder must stay writable"
+        assert not (outside / "planted.txt").exists(), "the worker wrote outside its folder"
+    finally:
+        shutil.rmtree(outside)
+
+
+def test_fresh_call_result_is_plain_data_or_the_students_failure(folders: dict[str, Path]) -> None:
+    # A list subclass stays in the sibling's process as a reference; read after the sibling closed
+    # it would be a grader fault. It is refused while the sibling lives, about the student's code.
+    with Sandbox(folders["student"], [folders["lib"]]) as sandbox:
+        backend = SandboxBackend(sandbox)
+        assert backend.fresh_call("stud", "echo", [1, {"a": 2}]) == [1, {"a": 2}], "plain data must come back as is"
+        with pytest.raises(BadValue, match="plain data"):
+            backend.fresh_call("stud", "sneaky_pair")
 
 
 def test_worker_cannot_write_lib_dirs(box: Sandbox, stud: Proxy, folders: dict[str, Path]) -> None:

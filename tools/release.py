@@ -8,7 +8,9 @@ The bundle is everything a student needs to work offline and nothing they must n
     demo.py             assignments/<id>/demo.py, when the assignment has a demo
     <data files>        the assignment's "data" list, paths relative to assignments/<id>/
     README.md           the handout, assignments/<id>/README.md
-    Makefile            `make test [TASK=...]`, `make demo`, `make submit` (tools/student_files/)
+    Makefile            `make test [TASK=...]`, `make demo`, `make submit` (tools/student_files/), and
+                        the assignment's own targets: the template's `# @IF <id>@` ... `# @END@` blocks
+                        are kept for that assignment only (module 6: `make serve`, `make kv-store`)
     requirements.txt    requirements/student.txt
     pytest.ini          tools/student_files/pytest.ini
 
@@ -20,6 +22,7 @@ the list above only, and the build fails if any line of a solution region turns 
 from __future__ import annotations
 
 import argparse
+import re
 import shutil
 import sys
 from pathlib import Path
@@ -90,11 +93,19 @@ def _data_files(assignment: Assignment) -> dict[str, bytes]:
     return files
 
 
+# An assignment's own block of the Makefile template, between comment lines `# @IF <id>@ ...` and
+# `# @END@` (comments, so that the template itself stays a valid Makefile).
+_MAKEFILE_BLOCK = re.compile(r"^# @IF ([\w-]+)@[^\n]*\n(.*?)^# @END@\n", re.MULTILINE | re.DOTALL)
+
+
 def _student_makefile(assignment: Assignment) -> bytes:
     names = list(assignment.files)
     if any(" " in name for name in names):
         raise ReleaseError(f"submitted file names must not contain spaces (make splits on them): {names}")
     text = (TEMPLATES / "Makefile").read_text(encoding="utf-8")
+    text = _MAKEFILE_BLOCK.sub(lambda block: block.group(2) if block.group(1) == assignment.id else "", text)
+    if "@IF " in text or "@END@" in text:
+        raise ReleaseError("tools/student_files/Makefile: a `# @IF <id>@` line without its `# @END@` (or the reverse)")
     text = text.replace("@TITLE@", assignment.title).replace("@FILES@", " ".join(names))
     return text.encode()
 

@@ -137,11 +137,13 @@ def measure(submission: Path, caching: bool, runs: int) -> dict[str, Any]:
     return {"medians": bench.medians(results), "lab": bench.medians(lab) if lab else {}, "metrics": counters}
 
 
-def not_installed(table: str, requirements: str, *packages: str) -> bool:
+def not_installed(table: str, *packages: str) -> bool:
     """True, after printing one line naming them, when any of `packages` is not installed."""
     missing = [name for name in packages if importlib.util.find_spec(name) is None]
     if missing:
-        print(f"table {table} skipped: {', '.join(missing)} not installed; pip install -r requirements/{requirements}")
+        # `make demo` (in the bundle and in the repository) installs them into .venv first.
+        print(f"table {table} skipped: {', '.join(missing)} not installed for {sys.executable}; run `make demo` "
+              "(in the course repository: `make demo A=module06`), which installs them into .venv and runs the demo there")
     return bool(missing)
 
 
@@ -152,7 +154,7 @@ def table_ttft(student: Student) -> None:
     # The server runs your manager in another process: try it here first, so a stub costs one line.
     student.block_manager.BlockManager(4, 16).allocate("probe", list(range(20)))
     submission, runs = student.directory, student.args.runs
-    if not_installed("(3)", "serving.txt", "fastapi", "uvicorn", "openai"):
+    if not_installed("(3)", "fastapi", "uvicorn", "openai"):
         return
     print(f"(3) {runs} runs with prefix caching on, then off (each run: warmup, miss, hit, other; ~2k-token "
           "system prompts; times are wall clock on a CPU, so noisy: the medians and the /metrics counts are the point)")
@@ -232,7 +234,7 @@ def table_kv_store(student: Student) -> None:
     # The servers run your files in other processes: try them here first, so a stub costs one line.
     probe_kv_connector(student)
     student.block_manager.BlockManager(4, 16).allocate("probe", list(range(20)))
-    if not_installed("(4)", "serving.txt and kvstore.txt", "fastapi", "uvicorn", "openai", "redis"):
+    if not_installed("(4)", "fastapi", "uvicorn", "openai", "redis"):
         return
     args = student.args
     backend = store_backend(args.store)
@@ -337,6 +339,7 @@ def print_two_engines(args: argparse.Namespace, runs: list[dict[str, Any]], chec
         f"{median('engine 1', 'ttft') * 1000:.0f} ms, {median('engine 1', 'kvlab:kv_store_chunks_stored_total'):.0f} "
         f"chunks = {median('engine 1', 'kvlab:kv_store_bytes_stored_total') / MB:.2f} MB stored",
         f"answers ({ANSWER_TOKENS} greedy tokens) of engine 2 and engine 3 identical in {agree} of {len(runs)} runs",
+        "how fast the store moves a chunk on this machine, against recomputing it: `make bench-kvstore`",
         f"in this process, float32, the first run's prompt through the engine: {check['num_loaded']} positions loaded "
         f"by your connector, {check['positions']} computed; logits against recompute: {same_logits}; next token "
         f"{'the same' if check['same_token'] else 'DIFFERENT'}",

@@ -43,7 +43,9 @@ from autograder.harness.assignment import Assignment
 from autograder.harness.results import MAX_MESSAGE_CHARS, GradedTest, truncate, with_captured_output
 from autograder.harness.sandbox import (
     BadReply,
+    BadValue,
     ProtocolError,
+    Proxy,
     Sandbox,
     StudentCrash,
     StudentException,
@@ -118,6 +120,24 @@ def process_cpu_seconds() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
+def plain_result(value: Any, called: str) -> Any:
+    """`value` when it is plain data all through (lists, tuples, dicts, scalars, str, bytes, arrays);
+    BadValue, about the student's code, when some part of it is an object of the student's process."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, Proxy):
+            raise BadValue(f"{called} returned, in a newly started process, an object that stays in that process "
+                           f"(a {item._sbx_type}) where plain data was expected (lists, dicts, numbers, str, bytes, "
+                           "numpy arrays)")
+        if isinstance(item, (list, tuple)):
+            stack.extend(item)
+        elif isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+    return value
+
+
 class SandboxBackend:
     """The student's modules in a sandboxed worker (autograder.harness.sandbox.Sandbox)."""
 
@@ -155,7 +175,9 @@ class SandboxBackend:
         # A sibling sandbox: a new process in a new private folder holding only the submitted
         # files, so nothing the main worker wrote (in its home or its memory) reaches this call.
         with self.sandbox.fresh() as sandbox:
-            return getattr(sandbox.module(module), function)(*args)
+            # Checked while the sibling lives: a reference into it (a list subclass, say) would name
+            # an object of a closed sandbox by the time the test read it.
+            return plain_result(getattr(sandbox.module(module), function)(*args), f"{module}.{function}")
 
     def cpu_seconds(self, function: Any, *args: Any, **kwargs: Any) -> tuple[Any, float]:
         # Both sides, each measured by this process: the worker's CPU time from /proc (student
@@ -482,6 +504,9 @@ class Grading:
                 # Bounded: a message can carry student text (a huge exception message, a listing of
                 # thousands of submitted files).
                 outcome.problems.append(truncate(self.describe(call.excinfo), MAX_MESSAGE_CHARS))
+                # pytest keeps every report for the session: a message showing a student's value of
+                # tens of MB per failed test would add up to gigabytes. The bounded message stands in.
+                report.longrepr = outcome.problems[-1]
             except GraderFault as error:
                 self.record_fault(error)
         if report.when == "teardown":

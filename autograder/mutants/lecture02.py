@@ -71,6 +71,13 @@ MUTANTS = [
         ("kv_cache",), "must override cfg.max_seq",
     ),
     Mutant(
+        "max_seq_argument_capped_at_model", FILE,
+        (("self.max_seq = cfg.max_seq if max_seq is None else max_seq",
+          "self.max_seq = cfg.max_seq if max_seq is None else min(max_seq, cfg.max_seq)"),),
+        "a max_seq argument larger than cfg.max_seq is cut down to it, so the cache cannot fill to it",
+        ("kv_cache",), "overrides cfg.max_seq",
+    ),
+    Mutant(
         "layers_share_storage", FILE,
         (
             ("self.k[layer, :, self.length:end] = k", "self.k[0, :, self.length:end] = k"),
@@ -167,6 +174,15 @@ MUTANTS = [
         ("greedy_decode",), "concatenation axis",
     ),
     Mutant(
+        "prefill_token_by_token", FILE,
+        (("    logits = forward(params, cfg, tokens, cache=cache, last_only=True)[:, -1]\n",
+          "    for t in range(tokens.shape[1]):\n"
+          "        logits = forward(params, cfg, tokens[:, t:t + 1], cache=cache, last_only=True)[:, -1]\n"),),
+        "the prompt goes through forward one token per call: the right positions and logits, but no "
+        "prefill in one call",
+        ("greedy_decode",), "in one forward call",
+    ),
+    Mutant(
         "decode_recomputes_sequence", FILE,
         ((DECODE_STEP, "logits = forward(params, cfg, tokens, last_only=True)[:, -1]"),),
         "every decode step runs the whole sequence without the cache: right answers, quadratic work",
@@ -182,6 +198,12 @@ MUTANTS = [
         "cache_bytes_ignores_batch", FILE, (("* seq_len * batch", "* seq_len"),),
         "kv_cache_bytes sizes one sequence whatever the batch",
         ("kv_memory",), "factor batch is missing",
+    ),
+    Mutant(
+        "cache_bytes_defaults_to_fp32", FILE,
+        (("seq_len: int, batch: int, dtype_bytes: int = 2", "seq_len: int, batch: int, dtype_bytes: int = 4"),),
+        "kv_cache_bytes's dtype_bytes defaults to 4 (FP32) instead of 2 (BF16)",
+        ("kv_memory",), "default dtype_bytes is 2",
     ),
     Mutant(
         "bytes_as_numpy_integer", FILE, ((PER_TOKEN, "return np.prod([2, n_layers, n_kv_heads, d_head, dtype_bytes])"),),

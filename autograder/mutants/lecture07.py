@@ -162,6 +162,19 @@ MUTANTS = [
         ("block_hashes",), "depend on the dtype",
     ),
     Mutant(
+        "hashes_refuse_negative_ids", PREFIX,
+        (('    values = tokens.astype("<i8")\n',
+          '    if tokens.size and tokens.min() < 0:\n        raise ValueError("token ids must be >= 0")\n'
+          '    values = tokens.astype("<i8")\n'),),
+        "block_hashes refuses negative token ids, which are integers like any other",
+        ("block_hashes",), "negative integers are integers",
+    ),
+    Mutant(
+        "hashes_drop_the_sign", PREFIX, (('values = tokens.astype("<i8")', 'values = np.abs(tokens).astype("<i8")'),),
+        "block_hashes hashes the ids' absolute values: -1 and 1 share a digest",
+        ("block_hashes",), "sign included",
+    ),
+    Mutant(
         "parent_ignored", PREFIX, (('previous = b"" if parent is None else parent.encode()', 'previous = b""'),),
         "the parent is ignored, so a continued chain restarts from nothing",
         ("block_hashes",), "parent is ignored",
@@ -255,6 +268,21 @@ MUTANTS = [
         call_timeout=3.0,
     ),
     Mutant(
+        "lru_victim_by_dict_iter", PREFIX,
+        (
+            ("self._order: OrderedDict[int, None] = OrderedDict()", "self._order: dict[int, None] = {}"),
+            ("            self._order.move_to_end(block)\n            n += 1\n",
+             "            self._order[block] = self._order.pop(block)\n            n += 1\n"),
+            ("                self._order.move_to_end(block)\n                continue\n",
+             "                self._order[block] = self._order.pop(block)\n                continue\n"),
+            ("self._order.popitem(last=False)", "del self._order[next(iter(self._order))]"),
+        ),
+        "LRU keeps its recency order in a plain dict and takes the victim with next(iter(dict)), which skips "
+        "every entry deleted from the front since the dict last resized: right order, well within the time "
+        "limit, but O(capacity) per eviction",
+        ("eviction",), "must not grow with the capacity",
+    ),
+    Mutant(
         "lru_contains_counts_as_use", PREFIX,
         (("        return block in self._order\n",
           "        if block not in self._order:\n            return False\n"
@@ -339,6 +367,13 @@ MUTANTS = [
         "hit_ratio_ignores_policy", PREFIX, (("cache = make_cache(capacity, policy)", 'cache = make_cache(capacity, "lru")'),),
         "the replay always uses LRU, whatever the policy",
         ("hit_ratio",), "the other policy ran",
+    ),
+    Mutant(
+        "hit_ratio_empty_trace_first", PREFIX,
+        (("    cache = make_cache(capacity, policy)\n    hit = total = 0\n",
+          "    if not trace:\n        return 0.0\n    cache = make_cache(capacity, policy)\n    hit = total = 0\n"),),
+        "hit_ratio returns 0.0 for an empty trace before checking the policy and capacity",
+        ("hit_ratio",), "checked first",
     ),
     Mutant(
         "hit_ratio_counts_whole_blocks", PREFIX, ((HIT_LINE, "hit += n * block_size"),),

@@ -17,7 +17,10 @@ CONNECTOR_TASKS = ("kv_connector",)
 DIGEST = "digest = hashlib.sha256(parent + values[start:start + chunk_size].tobytes()).hexdigest()"
 CHECK_CRC = "    if zlib.crc32(body) != checksum:\n        return None\n"
 CHECK_NAME = "if body[shape_end:shape_end + name_length] != fingerprint.encode():"
-RUN_LOOP = ("            if not self.backend.exists(key):\n                break\n            run += 1\n")
+RUN_LOOP = "            if not exists:\n                break\n            run += 1\n"
+NEEDED = "        needed = keys[:-(-n // self.chunk_size)]\n"
+COUNT_LOADED = "            self.bytes_loaded += len(value)\n"
+HITS = "        self.hits += len(needed)\n"
 
 
 MLA_LINE = 'return _field(config, "kv_lora_rank") + _field(config, "qk_rope_head_dim")'
@@ -64,6 +67,28 @@ MUTANTS = [
     Mutant("max_batch_negative", MEMORY,
            (("return max(0, gpu_bytes - weight_bytes) // per_sequence", "return (gpu_bytes - weight_bytes) // per_sequence"),),
            "weights larger than the GPU give a negative batch", ("kv_memory",), "nothing fits"),
+    Mutant("head_dim_from_kv_heads", MEMORY,
+           (('head_dim = _field(config, "hidden_size") // heads', 'head_dim = _field(config, "hidden_size") // kv_heads'),),
+           "an absent head_dim derived from the KV heads: on a GQA config the same count as using the query heads",
+           ("kv_memory",), "not hidden_size // num_key_value_heads"),
+    Mutant("absent_kv_heads_taken_as_one", MEMORY,
+           (('kv_heads = heads if config.get("num_key_value_heads") is None', 'kv_heads = 1 if config.get("num_key_value_heads") is None'),),
+           "an absent num_key_value_heads read as MQA (1) instead of MHA", ("kv_memory",),
+           "as many KV heads as num_attention_heads"),
+    Mutant("counts_accept_bool", MEMORY,
+           (("    if isinstance(value, bool) or not isinstance(value, int) or value < 1:\n",
+             "    if not isinstance(value, int) or value < 1:\n"),),
+           "True is taken as the count 1 (bool is an int subclass)", ("kv_memory",), "bool is not an int"),
+    Mutant("max_batch_accepts_bool_weights", MEMORY,
+           (("if isinstance(weight_bytes, bool) or not isinstance(weight_bytes, int) or weight_bytes < 0:",
+             "if not isinstance(weight_bytes, int) or weight_bytes < 0:"),),
+           "max_batch takes weight_bytes=False as 0 bytes of weights", ("kv_memory",), "bool is not an int"),
+    Mutant("max_batch_zero_before_checks", MEMORY,
+           (("    per_sequence = kv_bytes_per_token(config, dtype_bytes) * seq_len\n",
+             "    if gpu_bytes <= weight_bytes:\n        return 0\n"
+             "    per_sequence = kv_bytes_per_token(config, dtype_bytes) * seq_len\n"),),
+           "max_batch answers 0 when the weights do not fit before checking the config and dtype_bytes",
+           ("kv_memory",), "checked before anything is computed"),
     # FreeBlockQueue
     Mutant("queue_count_starts_at_length", MANAGER,
            (("        self.num_free_blocks = 0\n        for block in blocks:", "        self.num_free_blocks = len(blocks)\n        for block in blocks:"),),
@@ -106,6 +131,18 @@ MUTANTS = [
            # The pool guard's calls would each run to the 10 s limit: stopped at 1 s (the reference's
            # take 0.25-0.5 s), in both modes. The free-queue guards stop soon after their own limits.
            call_timeout=1.0),
+    Mutant("remove_walks_from_the_tail", MANAGER,
+           (("        before, after = block.prev_free_block, block.next_free_block\n"
+             "        if before is None or after is None:\n",
+             "        node = self._tail.prev_free_block\n        while node is not None and node is not block:\n"
+             "            node = node.prev_free_block\n"
+             "        before, after = block.prev_free_block, block.next_free_block\n"
+             "        if node is None or before is None or after is None:\n"),),
+           "remove walks the links from the tail to check that the block is in the queue: O(n) per remove "
+           "(and per popleft), however cheap each step", ("free_queue", "eviction"),
+           "remove is not O(1)",
+           # As remove_scans_the_queue: the pool guard's calls would each run to the 10 s limit.
+           call_timeout=1.0),
     Mutant("block_ids_tail_first", MANAGER, (("        return ids\n", "        return ids[::-1]\n"),),
            "block_ids lists the queue tail first", ("free_queue", "prefix_hits", "eviction"), "head first"),
     # block_hashes, allocate
@@ -143,6 +180,32 @@ MUTANTS = [
              "        self._cached[digest] = block\n        block.block_hash = digest\n"),),
            "a recomputed block takes over a hash another block already caches, leaving two blocks with one hash",
            ("prefix_hits", "serving"), "stays unhashed"),
+    Mutant("pops_and_hashes_interleaved", MANAGER,
+           (("""        blocks = hits + [self._take_free_block() for _ in range(n_new)]
+        for index in range(len(hits), len(hashes)):
+            self._cache_block(blocks[index], hashes[index])
+""", """        blocks = list(hits)
+        for index in range(len(hits), len(hits) + n_new):
+            blocks.append(self._take_free_block())
+            if index < len(hashes):
+                self._cache_block(blocks[index], hashes[index])
+"""),),
+           "allocate hashes each new block as it pops it: a hash still cached by a block that a later pop evicts is "
+           "then cached nowhere", ("prefix_hits",), "pop every new block"),
+    Mutant("hits_capped_one_block_short", MANAGER,
+           (("for digest in hashes[:(len(tokens) - 1) // size]:", "for digest in hashes[:len(tokens) // size - 1]:"),),
+           "the hit cap is len(tokens) // block_size - 1 blocks: one block short unless the prompt fills its last block",
+           ("prefix_hits",), "one block too few"),
+    Mutant("block_hashes_refuses_negative_ids", MANAGER,
+           (('    values = tokens.astype("<i8")\n    digests: list[str] = []\n',
+             '    if tokens.size and tokens.min() < 0:\n        raise ValueError("negative token ids")\n'
+             '    values = tokens.astype("<i8")\n    digests: list[str] = []\n'),),
+           "block_hashes refuses negative token ids, as allocate does", ("prefix_hits",), "negative"),
+    Mutant("caching_off_hashes_decode_blocks", MANAGER,
+           (("        if self.enable_caching:\n            full = len(held) // size\n",
+             "        if True:\n            full = len(held) // size\n"),),
+           "with enable_caching=False, append_tokens still hashes the blocks decoding fills", ("prefix_hits",),
+           "enable_caching=False"),
     # free, append_tokens, eviction
     Mutant("free_in_position_order", MANAGER, (("for block in reversed(blocks):", "for block in blocks:"),),
            "a finished request's blocks are freed head first, so its shared prefix is evicted before its tail",
@@ -162,6 +225,20 @@ MUTANTS = [
              "                    block.block_hash = None\n"),),
            "a freed block leaves the prefix cache at once (lecture 7 without the cache's reference): no lazy eviction",
            ("prefix_hits", "eviction", "serving"), "keeps its hash until it is reallocated"),
+    Mutant("eviction_keeps_the_cache_entry", MANAGER,
+           (("            if self._cached.get(block.block_hash) is block:\n                del self._cached[block.block_hash]\n", ""),),
+           "a reallocated block's hash is cleared on the block but stays in the prefix cache's map: a later prompt hits "
+           "a block now holding other tokens", ("eviction",), "hash was evicted"),
+    Mutant("append_checks_tokens_first", MANAGER,
+           (("""        if request_id not in self.req_to_blocks:
+            raise KeyError(f"unknown request {request_id!r}")
+        tokens = check_tokens(tokens)
+""", """        tokens = check_tokens(tokens)
+        if request_id not in self.req_to_blocks:
+            raise KeyError(f"unknown request {request_id!r}")
+"""),),
+           "append_tokens checks the tokens before the request id: an unknown id with bad tokens is a ValueError",
+           ("eviction",), "checked first"),
     Mutant("decode_blocks_never_hashed", MANAGER,
            (("            for index, digest in enumerate(more, start=len(hashes)):\n                self._cache_block(blocks[index], digest)\n", ""),),
            "append_tokens never caches the blocks that decoding fills", ("eviction", "serving"), "when a block fills"),
@@ -202,6 +279,11 @@ MUTANTS = [
         "keys_not_chained", CONNECTOR, (("        parent = key.encode()\n", ""),),
         "each key covers its own chunk only, so equal chunks at different places share a key",
         CONNECTOR_TASKS, "not chained",
+    ),
+    Mutant(
+        "fingerprint_in_digest_zero", CONNECTOR, (('    parent = b""\n', "    parent = fingerprint.encode()\n"),),
+        "the fingerprint is hashed into digest 0, which covers chunk 0's token ids only",
+        CONNECTOR_TASKS, "digest 0 covers chunk 0's token ids only",
     ),
     Mutant(
         "keys_for_partial_chunk", CONNECTOR,
@@ -293,14 +375,14 @@ MUTANTS = [
          ("payload = np.ascontiguousarray(kv, dtype=dtype).tobytes()",
           "payload = pickle.dumps(np.ascontiguousarray(kv, dtype=dtype))"),
          ("    if int(np.prod(shape, dtype=object)) * dtype.itemsize != payload_length:\n        return None\n", ""),
-         ("return np.frombuffer(body, dtype=dtype, offset=shape_end + name_length).reshape(shape).copy()",
+         ("return np.frombuffer(body, dtype=dtype, offset=shape_end + name_length).reshape(shape)",
           "return pickle.loads(body[shape_end + name_length:])")),
         "the payload is a pickle inside a checked header: reading it runs whatever code the bytes name",
         CONNECTOR_TASKS, "look like a pickle",
     ),
     Mutant(
         "lookup_skips_missing_chunks", CONNECTOR,
-        ((RUN_LOOP, "            if self.backend.exists(key):\n                run += 1\n"),),
+        ((RUN_LOOP, "            if exists:\n                run += 1\n"),),
         "lookup counts every stored chunk instead of the run from the start: a missing middle chunk is skipped",
         CONNECTOR_TASKS, "missing middle chunk must end the run",
     ),
@@ -325,7 +407,7 @@ MUTANTS = [
     Mutant(
         "load_accepts_any_shape", CONNECTOR,
         (("if chunk is None or chunk.ndim != 5 or chunk.shape[1:3] != (2, self.chunk_size):", "if chunk is None:"),
-         ("            if chunks and (chunk.shape != chunks[0].shape or chunk.dtype != chunks[0].dtype):\n"
+         ("            elif chunk.shape[0] != kv.shape[0] or chunk.shape[3:] != kv.shape[3:] or chunk.dtype != kv.dtype:\n"
           "                return None\n", "")),
         "load does not check the chunks' shapes: a chunk of another size is glued in",
         CONNECTOR_TASKS, "wrong shape must be refused",
@@ -339,22 +421,37 @@ MUTANTS = [
     ),
     Mutant(
         "load_floors_chunks", CONNECTOR,
-        (("values = self.backend.mget(keys[:-(-n // self.chunk_size)])", "values = self.backend.mget(keys[:n // self.chunk_size])"),),
+        ((NEEDED, "        needed = keys[:n // self.chunk_size]\n"),),
         "load reads n // chunk_size chunks, one short when n is not a multiple of chunk_size",
         CONNECTOR_TASKS, "ceil(n / chunk_size)",
     ),
     Mutant(
-        "hits_count_tokens", CONNECTOR, (("        self.hits += len(chunks)\n", "        self.hits += n\n"),),
+        "hits_count_tokens", CONNECTOR, ((HITS, "        self.hits += n\n"),),
         "hits counts tokens loaded instead of chunks",
         CONNECTOR_TASKS, "connector.hits",
     ),
     Mutant(
         "bytes_loaded_counts_arrays", CONNECTOR,
-        (("        self.bytes_loaded += sum(len(value) for value in values if value is not None)\n", ""),
-         ("        self.hits += len(chunks)\n", "        self.hits += len(chunks)\n"
-          "        self.bytes_loaded += sum(chunk.nbytes for chunk in chunks)\n")),
+        ((COUNT_LOADED, ""), (HITS, HITS + "        self.bytes_loaded += kv.nbytes\n")),
         "bytes_loaded counts the arrays' bytes, not the bytes received (headers and checksums left out)",
         CONNECTOR_TASKS, "connector.bytes_loaded",
+    ),
+    Mutant(
+        "bytes_loaded_on_success_only", CONNECTOR,
+        (("        kv = None\n", "        kv, received = None, 0\n"), (COUNT_LOADED, "            received += len(value)\n"),
+         (HITS, HITS + "        self.bytes_loaded += received\n")),
+        "bytes_loaded grows only when load succeeds, though a failed load received its values too",
+        CONNECTOR_TASKS, "in both cases",
+    ),
+    Mutant(
+        "load_reads_every_chunk", CONNECTOR, ((NEEDED, "        needed = keys\n"),),
+        "load reads every full chunk of the prompt, not only the ceil(n / chunk_size) that cover tokens 0 .. n-1",
+        CONNECTOR_TASKS, "each at most once",
+    ),
+    Mutant(
+        "lookup_reads_values", CONNECTOR, (("            checks.exists(key)\n", "            checks.get(key)\n"),),
+        "lookup GETs each chunk to see whether it is there: it moves the values and refreshes the store's LRU order",
+        CONNECTOR_TASKS, "reads no values",
     ),
     Mutant(
         "store_resends_stored_chunks", CONNECTOR,
@@ -371,8 +468,8 @@ MUTANTS = [
     Mutant(
         "store_attribute_hides_method", CONNECTOR,
         (("        self.backend = store\n", "        self.store = store\n"),
-         ("            if not self.backend.exists(key):", "            if not self.store.exists(key):"),
-         ("values = self.backend.mget(", "values = self.store.mget("),
+         ("checks = self.backend.pipeline(", "checks = self.store.pipeline("),
+         ("value = self.backend.get(key)", "value = self.store.get(key)"),
          ("            if self.backend.exists(key):", "            if self.store.exists(key):"),
          ("            self.backend.set(key, data)", "            self.store.set(key, data)")),
         "__init__ keeps the store as self.store, which hides the method store",

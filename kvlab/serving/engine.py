@@ -76,8 +76,11 @@ class Request:
 
     `tokens`: the prompt followed by the output so far. `block_ids`: the engine's copy of the
     manager's answer, position order. `num_cached`: the tokens the manager reported as cached at
-    (the last) admission. `prefill_positions`: token positions run through `forward` while
-    prefilling (all admissions). `logits`: the logits that chose each output token, when kept.
+    (the last) admission. `num_loaded`: the positions after those that the KV connector filled at
+    (the last) admission. `num_cached + num_loaded` is what vLLM reports as the request's cached
+    tokens (prefix-cache hits and tokens loaded through the KV connector both count).
+    `prefill_positions`: token positions run through `forward` while prefilling (all admissions).
+    `logits`: the logits that chose each output token, when kept.
     """
 
     request_id: str
@@ -138,6 +141,10 @@ class Engine:
     `params` default to `init_params(cfg, WEIGHT_SEED, dtype)`. `eos_token_id`: generation of a
     request also stops when it samples this token (finish reason "stop"; otherwise "length").
     `keep_logits`: keep each output token's logits in `Request.logits` (tests).
+
+    Counters over every request, added to when the work is done (so a request aborted after its
+    prefill still counts): `prefill_positions` (positions run through `forward` while prefilling),
+    `loaded_positions` (positions filled by the KV connector), `preemptions`.
     """
 
     def __init__(self, manager: Any, cfg: Config, params: dict[str, np.ndarray] | None = None, *,
@@ -155,7 +162,7 @@ class Engine:
         self.waiting: deque[Request] = deque()
         self.running: list[Request] = []
         self.requests: dict[str, Request] = {}
-        self.preemptions = 0
+        self.preemptions = self.prefill_positions = self.loaded_positions = 0
         self._ids = itertools.count()
 
     def max_tokens_for(self, n_prompt: int) -> int:
@@ -227,6 +234,7 @@ class Engine:
             return False
         num_computed, block_ids = _check_allocation(answer, request, self.block_size, self.num_blocks)
         request.block_ids, request.num_cached, request.kv_length = block_ids, num_computed, num_computed
+        request.num_loaded = 0
         self.running.append(request)
         return True
 
@@ -237,6 +245,7 @@ class Engine:
         with counter.counting() as counts:
             logits = self._run_positions(request, tokens[request.kv_length:])
         request.prefill_positions += counts.positions
+        self.prefill_positions += counts.positions
         if self.kv_connector is not None:
             self.kv_connector.store(tokens, self._gather(request, len(tokens)))
         return logits
@@ -261,6 +270,7 @@ class Engine:
             self.v_pool[blocks, layer, offsets] = kv[layer, 1, start:]
         request.kv_length = loadable
         request.num_loaded = loadable - start
+        self.loaded_positions += request.num_loaded
 
     def _gather(self, request: Request, n: int) -> np.ndarray:
         """The KV of the request's first n positions: [L, 2, n, Hkv, d]."""

@@ -26,7 +26,13 @@ server-sent events, one `data: {json}` chunk per token, ending with `data: [DONE
 `kvlab:kv_store_hits_total` and `kvlab:kv_store_misses_total` in chunks,
 `kvlab:kv_store_bytes_loaded_total`, `kvlab:kv_store_bytes_stored_total`,
 `kvlab:kv_store_chunks_stored_total`, and `kvlab:kv_store_loaded_tokens_total`, the prompt positions
-filled from the store). Errors are OpenAI-style bodies
+filled from the store). Work is counted when it is done: a streamed request closed after its first
+token (as the lab's benchmark does) has its prefill counted all the same. `usage` reports
+`prompt_tokens_details.cached_tokens` as vLLM does: the prompt tokens not computed, whether the
+engine's prefix cache held them or the KV connector loaded them from the store.
+
+Once it listens, the server prints one line: its URL, the served model name(s), prefix caching
+on/off, the KV blocks, and the KV store if any. Errors are OpenAI-style bodies
 `{"error": {"message", "type", "param", "code"}}`: 400 for a bad request (malformed JSON, a negative
 `max_tokens`, a prompt longer than `--max-model-len`, or one the KV pool could never hold), 404 for
 an unknown model.
@@ -120,7 +126,7 @@ class EngineThread:
         self.streams: dict[str, Stream] = {}
         self.wake = threading.Event()
         self.stopping = False
-        self.prompt_tokens = self.generation_tokens = self.prefill_positions = self.loaded_tokens = self.finished = 0
+        self.prompt_tokens = self.generation_tokens = self.finished = 0
         self.thread = threading.Thread(target=self._run, name="engine", daemon=True)
         self.thread.start()
 
@@ -183,11 +189,11 @@ class EngineThread:
         self.generation_tokens += 1
         request = self.engine.requests.get(event.request_id)
         if event.finish_reason is not None and request is not None:
-            self.prefill_positions += request.prefill_positions
-            self.loaded_tokens += request.num_loaded
             self.finished += 1
             del self.engine.requests[event.request_id]
-        self._send(event.request_id, (event, request.num_cached if request is not None else 0))
+        # vLLM's cached tokens: prefix-cache hits plus tokens loaded through the KV connector.
+        cached = request.num_cached + request.num_loaded if request is not None else 0
+        self._send(event.request_id, (event, cached))
         if event.finish_reason is not None:
             self.streams.pop(event.request_id, None)
 
@@ -269,15 +275,15 @@ class Server:
             ("vllm:kv_cache_usage_perc", "gauge", "Fraction of KV blocks in use.",
              1 - self.manager.num_free_blocks / engine.num_blocks),
             ("kvlab:num_free_blocks", "gauge", "KV blocks in the free queue (cached or not).", self.manager.num_free_blocks),
-            ("kvlab:prefill_positions_total", "counter", "Prompt positions run through the model (finished requests).",
-             runner.prefill_positions),
+            ("kvlab:prefill_positions_total", "counter", "Prompt positions run through the model while prefilling.",
+             engine.prefill_positions),
         ]
         if self.connector is not None:
             rows += [(f"kvlab:kv_store_{attribute}_total", "counter", text, _counter(self.connector, attribute))
                      for attribute, text in CONNECTOR_COUNTERS]
             rows.append(("kvlab:kv_store_loaded_tokens_total", "counter",
-                         "Prompt positions filled from the KV store instead of computed (finished requests).",
-                         runner.loaded_tokens))
+                         "Prompt positions filled from the KV store instead of computed.",
+                         engine.loaded_positions))
         lines = []
         for name, kind, text, value in rows:
             lines += [f"# HELP {name} {text}", f"# TYPE {name} {kind}", f"{name}{label} {value}"]
@@ -533,13 +539,41 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return args
 
 
+def ready_line(args: argparse.Namespace, host: str, port: int) -> str:
+    """The one line the server prints once it listens, e.g. "kvlab server ready on http://127.0.0.1:8000
+    | model Qwen/Qwen2.5-0.5B-Instruct (also kvlab-serve) | prefix caching on | 1024 KV blocks of 16 tokens
+    | KV store off | submission ." (the served model names, the first one as /metrics labels it)."""
+    host = f"[{host}]" if ":" in host else host
+    store = f"KV store {args.kv_store} (chunks of {args.kv_chunk_size} tokens)" if args.kv_store else "KV store off"
+    first, *others = args.served_model_name
+    model = first + (f" (also {', '.join(others)})" if others else "")
+    return (f"kvlab server ready on http://{host}:{port} | model {model} | prefix caching "
+            f"{'on' if args.enable_prefix_caching else 'off'} | {args.num_gpu_blocks_override} KV blocks of "
+            f"{args.block_size} tokens | {store} | submission {args.submission}")
+
+
+class _Uvicorn(uvicorn.Server):
+    """uvicorn's server, printing `line` once the app has started and the socket accepts requests
+    (uvicorn itself logs nothing at log level "warning")."""
+
+    def __init__(self, config: uvicorn.Config, line: str) -> None:
+        super().__init__(config)
+        self.line = line
+
+    async def startup(self, sockets: list[Any] | None = None) -> None:
+        await super().startup(sockets=sockets)
+        if self.started:
+            print(self.line, flush=True)
+
+
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
     config = uvicorn.Config(create_app(args), host=args.host, port=args.port, log_level="warning")
     listening = config.bind_socket()
+    host, port = listening.getsockname()[:2]
     if args.port_file is not None:
-        write_port(Path(args.port_file), listening.getsockname()[1])
-    uvicorn.Server(config).run(sockets=[listening])
+        write_port(Path(args.port_file), port)
+    _Uvicorn(config, ready_line(args, host, port)).run(sockets=[listening])
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
 """Lecture 2: decoding with a KV cache.
 
 Recomputing the whole sequence at every decode step costs O(n^2) token positions for n tokens; a KV
-cache stores each layer's keys and values once, so every step feeds only the newest token through
+cache stores each layer's keys and values once, so every step feeds the newest token alone through
 the model and the whole generation costs O(n), paid for in memory. Implement, in this order:
 
 1. `KVCache` (task kv_cache): the storage `kvlab.model.forward` writes to and reads from.
@@ -24,10 +24,10 @@ class KVCache:
     """Keys and values of every layer for a batch of B sequences, up to `max_seq` tokens each.
 
     `KVCache(cfg, batch, max_seq=None, dtype=np.float64)`: `max_seq=None` means `cfg.max_seq`; a
-    number given overrides it. Keys and values are stored in `dtype` (k, v of another dtype are
-    converted), and `update` returns them in that dtype. The cache may fill to exactly `max_seq`
-    tokens. Tests call it positionally `KVCache(cfg, batch)` and with the keywords `max_seq=` and
-    `dtype=`.
+    number given overrides it, smaller or larger. Keys and values are stored in `dtype` (k, v of
+    another dtype are converted), and `update` returns them in that dtype. The cache may fill to
+    exactly `max_seq` tokens. Tests call it positionally `KVCache(cfg, batch)` and with the
+    keywords `max_seq=` and `dtype=`.
 
     `length` (a public int attribute) is the number of tokens stored per sequence (0 when new).
     `forward` calls `update(layer, k, v)` once per layer with the T new tokens' k, v
@@ -54,7 +54,8 @@ class KVCache:
         Returns the pair (K, V) for positions 0 .. length+T-1 of that layer, each
         [B, length+T, Hkv, d] in the cache's dtype. Does not change `length` (that is `advance`'s
         job, once per forward call). Raises ValueError when length+T would pass max_seq (length+T
-        == max_seq is allowed).
+        == max_seq is allowed). The cache checks length+T itself, before storing anything: numpy's
+        error from writing past the end of a buffer is not that check.
         """
         # BEGIN SOLUTION
         end = self.length + k.shape[1]

@@ -35,7 +35,8 @@ def block_hashes(tokens: Any, block_size: int, parent: str | None = None) -> lis
     tuple or ndarray of any integer dtype gives the same digests) and are the same in every
     process (so no Python `hash()`, whose seed changes per process). Continuing a chain:
     block_hashes(a + b, n) == block_hashes(a, n) + block_hashes(b, n, parent=block_hashes(a, n)[-1])
-    when len(a) is a non-zero multiple of n.
+    when len(a) is a non-zero multiple of n. Negative integers are integers: they are hashed like any
+    other value (a digest depends on the sign: -1 and 1 give different digests), never refused.
     """
     # BEGIN SOLUTION
     tokens = np.asarray(tokens)
@@ -305,8 +306,10 @@ def hit_ratio(trace: Sequence[Request], capacity: int | None, policy: str, block
     For each request: n = cache.match(r.blocks); hit tokens += min(n * block_size, r.input_len);
     total tokens += r.input_len; then cache.insert(r.blocks). Returns the float hit / total, one
     division of the two integer sums (so it equals the reference exactly), and 0.0 for a trace
-    with no tokens (an empty trace included). `block_size` may come positionally. On `make_trace()`
-    (23,608 requests) at capacity 100,000 it must finish within 10 seconds, like the cache itself.
+    with no tokens (an empty trace included). The policy and capacity are checked first: ValueError
+    for a bad one (as `make_cache` raises), even for an empty trace. `block_size` may come
+    positionally. On `make_trace()` (23,608 requests) at capacity 100,000 it must finish within 10
+    seconds, like the cache itself.
     """
     # BEGIN SOLUTION
     cache = make_cache(capacity, policy)

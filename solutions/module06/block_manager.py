@@ -131,7 +131,9 @@ def block_hashes(tokens: Any, block_size: int, parent: str | None = None) -> lis
     (list, tuple or ndarray of any integer dtype) and are the same in every process. Continuing a chain:
     block_hashes(a + b, n) == block_hashes(a, n) + block_hashes(b, n, parent=block_hashes(a, n)[-1])
     when len(a) is a non-zero multiple of n. ValueError for tokens that are not a 1-D sequence of
-    integers (floats, or a 2-D array, even of integers); an empty sequence gives [].
+    integers (floats, or a 2-D array, even of integers); an empty sequence gives []. Negative
+    integers are integers: block_hashes hashes them like any other value (as int64) and never
+    refuses them (`allocate` and `append_tokens` refuse token ids < 0 before hashing anything).
     """
     # BEGIN SOLUTION
     tokens = np.asarray(tokens)
@@ -162,7 +164,8 @@ class BlockManager:
     Attributes (plain data, read by the engine and the tests):
       num_blocks, block_size: ints, as given (ValueError unless both are ints >= 1).
       enable_caching: bool, default True. When False nothing is ever hashed, looked up or counted:
-        every request computes all its tokens, and freed blocks are plain free blocks.
+        not by `allocate`, and not by `append_tokens` when decoding fills a block (every block_hash
+        stays None); every request computes all its tokens, and freed blocks are plain free blocks.
       blocks: list of `KVBlock`, `blocks[i].block_id == i`.
       free_queue: a `FreeBlockQueue`, holding at the start every block in id order 0 .. num_blocks-1.
       req_to_blocks: dict, request id -> list of its KVBlocks in position order, for every request
@@ -213,12 +216,16 @@ class BlockManager:
         The rest of the ceil(len(tokens) / block_size) blocks are new: each is popped from the free
         queue's head, and if it still holds a hash, that hash leaves the prefix cache first (lazy
         eviction); it gets ref_cnt 1. Touch before popping, so no hit block is evicted by its own
-        request. Then every new FULL block is hashed (its chained hash, `block_hashes`) and enters
-        the prefix cache, unless that hash is already there (then the block stays unhashed).
+        request. Pop every new block before hashing any: only then is every new FULL block hashed
+        (its chained hash, `block_hashes`) and entered in the prefix cache, unless that hash is
+        already there (then the block stays unhashed). Interleaving the two goes wrong when a later
+        pop evicts a block holding a hash an earlier new block was left without: that hash is then
+        cached nowhere.
         `block_ids`: the request's blocks in position order (hits first).
         Returns None, changing nothing (counters included), when the new blocks needed exceed the
         free blocks that would remain after touching the hits. ValueError for a request_id that
-        already holds blocks, or tokens that are empty or not 1-D integers >= 0.
+        already holds blocks, or tokens that are empty or not 1-D integers >= 0; these checks come
+        first, so bad input is a ValueError even when there is no room (never None).
         """
         # BEGIN SOLUTION
         tokens = check_tokens(tokens)
@@ -263,12 +270,14 @@ class BlockManager:
         are free. New blocks come from the free queue's head as in `allocate` (lazy eviction). With
         caching on, every block that these tokens make full is hashed, chained on the request's
         previous full block, and enters the prefix cache unless its hash is already there.
-        KeyError for an unknown request_id; ValueError for tokens that are not 1-D integers >= 0.
+        KeyError for an unknown request_id, checked first (an unknown request_id with bad tokens is
+        a KeyError); then ValueError for tokens that are not 1-D integers >= 0. Both come before
+        the room check: bad input raises even when no block is free (never None).
         """
         # BEGIN SOLUTION
-        tokens = check_tokens(tokens)
         if request_id not in self.req_to_blocks:
             raise KeyError(f"unknown request {request_id!r}")
+        tokens = check_tokens(tokens)
         blocks, held, hashes = self.req_to_blocks[request_id], self._tokens[request_id], self._hashes[request_id]
         size = self.block_size
         n_new = -(-(len(held) + len(tokens)) // size) - len(blocks)

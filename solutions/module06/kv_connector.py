@@ -12,9 +12,13 @@ this order (all in task kv_connector):
 3. `KVConnector`: `lookup` (how many tokens can be loaded), `load`, `store`, and what they moved.
 
 The store is any object with redis-py's `get(key) -> bytes | None`, `set(key, value)`,
-`mget(keys) -> list[bytes | None]` and `exists(*keys) -> int`: a `redis.Redis` client, or
-`kvlab.kvstore.MemoryStore` (what the tests and the grader use). A store may drop any key at any time
-(Redis evicts under `maxmemory`), so nothing read from it is trusted before it is checked.
+`mget(keys) -> list[bytes | None]`, `exists(*keys) -> int` and `pipeline(transaction=False)`: a
+`redis.Redis` client, or `kvlab.kvstore.MemoryStore` (what the tests and the grader use). A pipeline
+queues commands (`pipe.get(key)`, `pipe.exists(key)`, ...: each returns the pipeline, no reply yet),
+then `pipe.execute()` sends them all at once and returns the list of their replies, in order: one
+round trip to the store, however many commands. Every plain call (`store.get(key)`, `store.mget(keys)`,
+...) is one round trip. A store may drop any key at any time (Redis evicts under `maxmemory`), so
+nothing read from it is trusted before it is checked.
 
 Shapes: L layers, Hkv key/value heads, d head size, T tokens. One chunk's KV is [L, 2, chunk_size, Hkv, d]
 (index 0 of axis 1 holds K, index 1 holds V).
@@ -47,9 +51,11 @@ def chunk_keys(tokens: Any, chunk_size: int, fingerprint: str) -> list[str]:
     chunk gets no key, so len(result) == len(tokens) // chunk_size.
 
     Key i is `fingerprint + ":" + digest_i`, digest_i a lowercase hex SHA-256 digest (64 characters)
-    chained as in lecture 7: it covers key i-1 (for i = 0: nothing before) and the token ids of
-    chunk i written as fixed-width integers, so changing any token of chunk j changes keys j, j+1, ...
-    and no key before j. Keys depend only on the integer values (not on the sequence type or integer
+    chained as in lecture 7: the SHA-256 of what stands for key i-1 (its whole text, or digest_{i-1}
+    alone, encoded as UTF-8: either chains, and the tests accept both; nothing for i = 0, so digest_0
+    covers chunk 0's token ids only and is the same whatever the fingerprint) followed by the token ids
+    of chunk i written as fixed-width integers (one width and byte order of your choice). So changing
+    any token of chunk j changes keys j, j+1, ... and no key before j. Keys depend only on the integer values (not on the sequence type or integer
     dtype) and are the same in every process, whatever PYTHONHASHSEED (no Python `hash()`).
     ValueError for tokens that are not 1-D integers, a chunk_size < 1 or a fingerprint that is not a
     non-empty str.
@@ -119,10 +125,13 @@ def deserialize_chunk(data: Any, fingerprint: str) -> np.ndarray | None:
     # BEGIN SOLUTION
     if not isinstance(data, (bytes, bytearray, memoryview)):
         return None
+    # bytes as they are (bytes(b) of bytes is b itself: a chunk is megabytes, never copied here); a copy
+    # of a bytearray or memoryview, whose owner could change it after the checks.
     data = bytes(data)
     if len(data) < FIXED.size + CHECKSUM.size:
         return None
-    body, (checksum,) = data[:-CHECKSUM.size], CHECKSUM.unpack(data[-CHECKSUM.size:])
+    body = memoryview(data)[:-CHECKSUM.size]
+    (checksum,) = CHECKSUM.unpack_from(data, len(body))
     if zlib.crc32(body) != checksum:
         return None
     magic, version, code, ndim, name_length, payload_length = FIXED.unpack_from(body)
@@ -137,7 +146,8 @@ def deserialize_chunk(data: Any, fingerprint: str) -> np.ndarray | None:
         return None
     if body[shape_end:shape_end + name_length] != fingerprint.encode():
         return None
-    return np.frombuffer(body, dtype=dtype, offset=shape_end + name_length).reshape(shape).copy()
+    # A read-only view of the immutable bytes: load copies each chunk once, into its result.
+    return np.frombuffer(body, dtype=dtype, offset=shape_end + name_length).reshape(shape)
     # END SOLUTION
 
 
@@ -179,17 +189,24 @@ class KVConnector:
     def lookup(self, tokens: Any) -> int:
         """How many leading tokens of `tokens` can be loaded: chunk_size x the number of leading full
         chunks whose keys are all in the store, consecutively from chunk 0 (a missing chunk ends the
-        run, whatever follows it). A multiple of chunk_size, <= len(tokens). Reads no values (uses
-        `exists`), so a stored but damaged chunk still counts here and fails at `load`. Adds the full
-        chunks outside the run to `misses`.
+        run, whatever follows it). A multiple of chunk_size, <= len(tokens). Reads no values: only
+        `exists`, one key per EXISTS (a single EXISTS of many keys says how many exist, not which),
+        sent one by one (stopping at the first miss) or in one pipeline (`pipeline(transaction=False)`,
+        `exists` per key, `execute()`). A GET would also refresh the store's LRU order, keeping chunks
+        nobody loads; and a stored but damaged chunk still counts here and fails at `load`. Adds the
+        full chunks outside the run to `misses`.
         """
         # BEGIN SOLUTION
         keys = chunk_keys(tokens, self.chunk_size, self.fingerprint)
-        run = 0
-        # One EXISTS per chunk, stopping at the first miss (LMCache's lookup does the same); a single
-        # EXISTS of many keys only says how many exist, not which.
+        # One round trip: an EXISTS per chunk, pipelined (a single EXISTS of many keys only says how
+        # many exist, not which). EXISTS reads no value, so the store's LRU order stays as it was.
+        checks = self.backend.pipeline(transaction=False)
         for key in keys:
-            if not self.backend.exists(key):
+            checks.exists(key)
+        found = checks.execute()
+        run = 0
+        for exists in found:
+            if not exists:
                 break
             run += 1
         self.misses += len(keys) - run
@@ -197,7 +214,7 @@ class KVConnector:
         # END SOLUTION
 
     def load(self, tokens: Any, n: int) -> np.ndarray | None:
-        """The KV of tokens 0 .. n-1, [L, 2, n, Hkv, d], read from the store (one `mget`: one round trip), or None.
+        """The KV of tokens 0 .. n-1, [L, 2, n, Hkv, d], read from the store, or None.
 
         n: an int, 1 <= n <= len(tokens) // chunk_size * chunk_size (ValueError otherwise, raised
         before the store is read: no command reaches it); normally
@@ -207,26 +224,38 @@ class KVConnector:
         the first n positions. Returns None, loading nothing, when any of those chunks is missing
         (evicted since `lookup`), fails deserialize_chunk, or is not [L, 2, chunk_size, Hkv, d] with
         the same L, Hkv, d and dtype as the first: the engine then computes those tokens instead.
-        Adds the number of chunks read to `hits` on success only; adds the bytes received to
-        `bytes_loaded` in both cases.
+        Reads only those chunks, each at most once: a `get` per chunk (as the reference does: on a
+        real Redis one reply per chunk moved chunks faster than one reply of them all, and a load may
+        stop at the first chunk that fails), one `mget` of their keys, or one pipeline of GETs
+        (`pipeline(transaction=False)`, `get` per key, `execute()`). Adds the number of chunks read to
+        `hits` on success only; adds the bytes received (len() of every value the store returned) to
+        `bytes_loaded` in both cases, success or None.
         """
         # BEGIN SOLUTION
         keys = chunk_keys(tokens, self.chunk_size, self.fingerprint)
         if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or not 1 <= n <= len(keys) * self.chunk_size:
             raise ValueError(f"n must be an int from 1 to {len(keys) * self.chunk_size} (the full chunks of the "
                              f"tokens); got {n!r}")
-        values = self.backend.mget(keys[:-(-n // self.chunk_size)])
-        self.bytes_loaded += sum(len(value) for value in values if value is not None)
-        chunks = []
-        for value in values:
-            chunk = None if value is None else deserialize_chunk(value, self.fingerprint)
+        needed = keys[:-(-n // self.chunk_size)]
+        # A GET per chunk: each reply stays a chunk long, checked and copied once into the result while
+        # its bytes are still in the CPU's cache; the first chunk that fails ends the load.
+        kv = None
+        for i, key in enumerate(needed):
+            value = self.backend.get(key)
+            if value is None:
+                return None
+            self.bytes_loaded += len(value)
+            chunk = deserialize_chunk(value, self.fingerprint)
             if chunk is None or chunk.ndim != 5 or chunk.shape[1:3] != (2, self.chunk_size):
                 return None
-            if chunks and (chunk.shape != chunks[0].shape or chunk.dtype != chunks[0].dtype):
+            if kv is None:
+                kv = np.empty((chunk.shape[0], 2, n, *chunk.shape[3:]), chunk.dtype)
+            elif chunk.shape[0] != kv.shape[0] or chunk.shape[3:] != kv.shape[3:] or chunk.dtype != kv.dtype:
                 return None
-            chunks.append(chunk)
-        self.hits += len(chunks)
-        return np.concatenate(chunks, axis=2)[:, :, :n]
+            start = i * self.chunk_size
+            kv[:, :, start:start + self.chunk_size] = chunk[:, :, :n - start]
+        self.hits += len(needed)
+        return kv
         # END SOLUTION
 
     def store(self, tokens: Any, kv: np.ndarray) -> int:

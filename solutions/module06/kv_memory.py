@@ -14,8 +14,22 @@ Each function takes a Hugging Face `config.json` as a dictionary (`kvlab.hf_conf
   and `num_key_value_heads` / `head_dim` play no part.
 
 Every count (layers, heads, sizes, lengths, batches, byte widths) must be a positive int (bool is
-not an int here); a required field that is missing, None, or not a positive int is a ValueError
-naming the field. GiB means 2**30 bytes.
+not an int here: True and False are refused wherever a count or weight_bytes is expected); a
+required field that is missing, None, or not a positive int is a ValueError naming the field.
+GiB means 2**30 bytes.
+
+Required fields are the ones the rule reads; a field it does not read may be absent:
+- `num_hidden_layers`, read by every function except `kv_values_per_token_per_layer` (one layer).
+- MLA: `kv_lora_rank` and `qk_rope_head_dim`, nothing else (no heads, hidden_size or head_dim).
+- MHA/GQA/MQA: `num_attention_heads`, plus `hidden_size` when `head_dim` is absent or None
+  (`{"num_hidden_layers": 2, "num_attention_heads": 4, "head_dim": 8}` is complete). When
+  `num_key_value_heads` and `head_dim` are both given, `num_attention_heads` plays no part in the
+  count: for a config without it, the count and a ValueError naming it are both accepted.
+
+Order: every argument and every required field is checked before anything is computed, so a bad
+one is a ValueError even where the answer would otherwise be 0 (max_batch with weights larger than
+gpu_bytes). Every error here is a ValueError: when several apply (a bool seq_len and a negative
+gpu_bytes), which one the message names is yours to choose.
 """
 from __future__ import annotations
 
@@ -89,7 +103,8 @@ def max_batch(config: Mapping[str, Any], seq_len: int, gpu_bytes: int, weight_by
     The memory left for KV is gpu_bytes - weight_bytes; the answer is how many whole sequences of
     kv_bytes_per_token(config, dtype_bytes) * seq_len bytes fit in it (rounded down), and 0 when the
     weights alone do not fit. An int >= 0. ValueError for a seq_len, gpu_bytes or dtype_bytes that
-    is not a positive int, or a weight_bytes that is not an int >= 0.
+    is not a positive int, or a weight_bytes that is not an int >= 0 (False is not 0 here: bool is
+    not an int), even when the weights alone do not fit.
     """
     # BEGIN SOLUTION
     seq_len = _positive_int(seq_len, "seq_len")

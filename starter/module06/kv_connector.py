@@ -12,9 +12,13 @@ this order (all in task kv_connector):
 3. `KVConnector`: `lookup` (how many tokens can be loaded), `load`, `store`, and what they moved.
 
 The store is any object with redis-py's `get(key) -> bytes | None`, `set(key, value)`,
-`mget(keys) -> list[bytes | None]` and `exists(*keys) -> int`: a `redis.Redis` client, or
-`kvlab.kvstore.MemoryStore` (what the tests and the grader use). A store may drop any key at any time
-(Redis evicts under `maxmemory`), so nothing read from it is trusted before it is checked.
+`mget(keys) -> list[bytes | None]`, `exists(*keys) -> int` and `pipeline(transaction=False)`: a
+`redis.Redis` client, or `kvlab.kvstore.MemoryStore` (what the tests and the grader use). A pipeline
+queues commands (`pipe.get(key)`, `pipe.exists(key)`, ...: each returns the pipeline, no reply yet),
+then `pipe.execute()` sends them all at once and returns the list of their replies, in order: one
+round trip to the store, however many commands. Every plain call (`store.get(key)`, `store.mget(keys)`,
+...) is one round trip. A store may drop any key at any time (Redis evicts under `maxmemory`), so
+nothing read from it is trusted before it is checked.
 
 Shapes: L layers, Hkv key/value heads, d head size, T tokens. One chunk's KV is [L, 2, chunk_size, Hkv, d]
 (index 0 of axis 1 holds K, index 1 holds V).
@@ -47,9 +51,11 @@ def chunk_keys(tokens: Any, chunk_size: int, fingerprint: str) -> list[str]:
     chunk gets no key, so len(result) == len(tokens) // chunk_size.
 
     Key i is `fingerprint + ":" + digest_i`, digest_i a lowercase hex SHA-256 digest (64 characters)
-    chained as in lecture 7: it covers key i-1 (for i = 0: nothing before) and the token ids of
-    chunk i written as fixed-width integers, so changing any token of chunk j changes keys j, j+1, ...
-    and no key before j. Keys depend only on the integer values (not on the sequence type or integer
+    chained as in lecture 7: the SHA-256 of what stands for key i-1 (its whole text, or digest_{i-1}
+    alone, encoded as UTF-8: either chains, and the tests accept both; nothing for i = 0, so digest_0
+    covers chunk 0's token ids only and is the same whatever the fingerprint) followed by the token ids
+    of chunk i written as fixed-width integers (one width and byte order of your choice). So changing
+    any token of chunk j changes keys j, j+1, ... and no key before j. Keys depend only on the integer values (not on the sequence type or integer
     dtype) and are the same in every process, whatever PYTHONHASHSEED (no Python `hash()`).
     ValueError for tokens that are not 1-D integers, a chunk_size < 1 or a fingerprint that is not a
     non-empty str.
@@ -117,15 +123,18 @@ class KVConnector:
     def lookup(self, tokens: Any) -> int:
         """How many leading tokens of `tokens` can be loaded: chunk_size x the number of leading full
         chunks whose keys are all in the store, consecutively from chunk 0 (a missing chunk ends the
-        run, whatever follows it). A multiple of chunk_size, <= len(tokens). Reads no values (uses
-        `exists`), so a stored but damaged chunk still counts here and fails at `load`. Adds the full
-        chunks outside the run to `misses`.
+        run, whatever follows it). A multiple of chunk_size, <= len(tokens). Reads no values: only
+        `exists`, one key per EXISTS (a single EXISTS of many keys says how many exist, not which),
+        sent one by one (stopping at the first miss) or in one pipeline (`pipeline(transaction=False)`,
+        `exists` per key, `execute()`). A GET would also refresh the store's LRU order, keeping chunks
+        nobody loads; and a stored but damaged chunk still counts here and fails at `load`. Adds the
+        full chunks outside the run to `misses`.
         """
         # YOUR CODE HERE
         raise NotImplementedError("KVConnector.lookup (task kv_connector)")
 
     def load(self, tokens: Any, n: int) -> np.ndarray | None:
-        """The KV of tokens 0 .. n-1, [L, 2, n, Hkv, d], read from the store (one `mget`: one round trip), or None.
+        """The KV of tokens 0 .. n-1, [L, 2, n, Hkv, d], read from the store, or None.
 
         n: an int, 1 <= n <= len(tokens) // chunk_size * chunk_size (ValueError otherwise, raised
         before the store is read: no command reaches it); normally
@@ -135,8 +144,12 @@ class KVConnector:
         the first n positions. Returns None, loading nothing, when any of those chunks is missing
         (evicted since `lookup`), fails deserialize_chunk, or is not [L, 2, chunk_size, Hkv, d] with
         the same L, Hkv, d and dtype as the first: the engine then computes those tokens instead.
-        Adds the number of chunks read to `hits` on success only; adds the bytes received to
-        `bytes_loaded` in both cases.
+        Reads only those chunks, each at most once: a `get` per chunk (as the reference does: on a
+        real Redis one reply per chunk moved chunks faster than one reply of them all, and a load may
+        stop at the first chunk that fails), one `mget` of their keys, or one pipeline of GETs
+        (`pipeline(transaction=False)`, `get` per key, `execute()`). Adds the number of chunks read to
+        `hits` on success only; adds the bytes received (len() of every value the store returned) to
+        `bytes_loaded` in both cases, success or None.
         """
         # YOUR CODE HERE
         raise NotImplementedError("KVConnector.load (task kv_connector)")

@@ -76,6 +76,10 @@ def exception_from(fn: Callable[..., Any], *args: Any) -> BaseException | None:
 # KVCache
 
 
+# How numpy's ValueError from writing past the end of a preallocated buffer begins: an update that
+# overflows must raise the cache's own ValueError, from its check of length + T, before storing.
+NUMPY_BROADCAST = "could not broadcast"
+
 # A cache's reads, as kvlab.probe.play steps.
 LENGTH: Step = ("length", None)
 NBYTES: Step = ("nbytes", ())
@@ -118,7 +122,17 @@ def stored_problem(
             if got > S:
                 return (f"{problem}: it has {got} positions, more than the {S} stored; return only "
                         f"positions 0 .. length+T-1 (slice the preallocated buffer to length+T)")
+            if got == length + 1 and T > 1:
+                return (f"{problem}: it holds positions 0 .. length = 0 .. {length}, as if one new token "
+                        f"came in, but this update brought T={T} new tokens: return positions "
+                        f"0 .. length+T-1 = 0 .. {S - 1}, [B, length+T, Hkv, d]")
+            return (f"{problem}: update must return every position stored in this layer, "
+                    f"0 .. length+T-1 = 0 .. {S - 1} (length {length}, T {T}), [B, length+T, Hkv, d]")
         return problem
+    if actual.dtype != expected.dtype:
+        return (f"{name} has dtype {actual.dtype}; expected {expected.dtype}: the cache stores and returns keys "
+                "and values in its dtype: the dtype= given to the constructor, float64 by default (KVCache(cfg, "
+                "batch) with no dtype=)")
     mismatch = np.argwhere(actual != expected)
     if not len(mismatch):
         return None
@@ -224,9 +238,40 @@ def _all_close(actual: Sequence[np.ndarray], expected: Sequence[np.ndarray], ato
     return len(actual) == len(expected) > 0 and all(_gap(a, e).max() <= atol for a, e in zip(actual, expected))
 
 
+class _CastingCache:
+    """A cache that stores keys and values in `dtype` (growing by concatenation): what the prefill
+    gives when a decode creates its cache in a dtype other than the params'."""
+
+    def __init__(self, n_layers: int, dtype: np.dtype) -> None:
+        self.dtype, self.length = dtype, 0
+        self.k: list[np.ndarray | None] = [None] * n_layers
+        self.v: list[np.ndarray | None] = [None] * n_layers
+
+    def update(self, layer: int, k: np.ndarray, v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        old_k, old_v = self.k[layer], self.v[layer]
+        k, v = k.astype(self.dtype), v.astype(self.dtype)
+        self.k[layer] = k if old_k is None else np.concatenate([old_k, k], axis=1)
+        self.v[layer] = v if old_v is None else np.concatenate([old_v, v], axis=1)
+        return self.k[layer], self.v[layer]
+
+    def advance(self, n: int) -> None:
+        self.length += n
+
+
+def _cache_dtype_seen(first: np.ndarray, prompt: np.ndarray, params: dict[str, np.ndarray], cfg: Config,
+                      atol: float) -> np.dtype | None:
+    """The prompt's dtype if a cache storing in it (not in the params' dtype) gives step 0's logits
+    `first` [B, V]: the one other dtype a decode has at hand; else None."""
+    dtype = prompt.dtype
+    if dtype == params["embed"].dtype:
+        return None
+    logits = forward(params, cfg, prompt, cache=_CastingCache(cfg.n_layers, dtype))[:, -1]
+    return dtype if _gap(first, logits).max() <= atol else None
+
+
 def _logits_cause(
     step: int, row: int, diff: float, actual: Sequence[np.ndarray], expected: Sequence[np.ndarray],
-    new_tokens: np.ndarray, params: dict[str, np.ndarray], cfg: Config, atol: float,
+    new_tokens: np.ndarray, params: dict[str, np.ndarray], cfg: Config, atol: float, prompt: np.ndarray,
 ) -> str:
     """Why step `step` of the decode has the wrong logits (steps before it, and their tokens, agree)."""
     n = len(expected)
@@ -244,6 +289,11 @@ def _logits_cause(
         return (f"the difference is tiny ({diff:.2g}) but far above float64 rounding: float32 "
                 "arithmetic somewhere. The cache must have the params' dtype, and nothing may be "
                 "cast down")
+    stored_as = _cache_dtype_seen(actual[0], prompt, params, cfg, atol) if step == 0 else None
+    if stored_as is not None:
+        return (f"these are the logits of a cache that stores keys and values as {stored_as} (the prompt's "
+                f"dtype), which truncates or rounds them: create the KVCache in the params' dtype, "
+                f"dtype=params['embed'].dtype ({params['embed'].dtype} here)")
     if step == 0:
         return ("step 0's logits come from the prefill, so the prefill is wrong: run the whole prompt "
                 "through forward with the new cache in one call, and take the logits of the prompt's "
@@ -319,7 +369,7 @@ def decode_problem(
         got, expected = step_logits[step][row, index], expected_logits[step][row, index]
         others = [r for r in range(B) if _gap(step_logits[step][r], expected_logits[step][r]).max() <= atol]
         rows = f" (rows {others} agree: the batch rows are handled differently)" if others else ""
-        cause = _logits_cause(step, row, diff, step_logits, expected_logits, expected_new, params, cfg, atol)
+        cause = _logits_cause(step, row, diff, step_logits, expected_logits, expected_new, params, cfg, atol, prompt)
         return (f"{call}: step_logits first differ from the reference at step {step} (the logits choosing "
                 f"the token at position {T0 + step}), batch row {row}{rows}: largest difference {diff:.3g} "
                 f"at vocab index {index} (got {got:.10g}, expected {expected:.10g}; tolerance {atol:g}). "
@@ -347,7 +397,8 @@ def decoded(student: Any, params: dict[str, np.ndarray], cfg: Config, prompt: np
 
 
 def count_problem(counts: dict[str, int], T0: int, n_new: int, B: int) -> str | None:
-    """Token positions that went through forward: T0 + n_new - 1, or nothing for n_new == 0."""
+    """Token positions that went through forward: T0 + n_new - 1, or nothing for n_new == 0; and in
+    n_new calls (the prefill, the whole prompt in one call, then one call per step but the last)."""
     positions, calls = counts["positions"], counts["forward_calls"]
     call = f"greedy_decode(prompt [B={B}, T0={T0}], n_new={n_new})"
     if n_new == 0:
@@ -356,8 +407,15 @@ def count_problem(counts: dict[str, int], T0: int, n_new: int, B: int) -> str | 
         return (f"{call} called forward {calls} times ({positions} token positions); with n_new == 0 it "
                 "must call nothing and return (prompt, [])")
     expected = T0 + n_new - 1
-    if positions == expected:
+    if positions == expected and calls == n_new:
         return None
+    if positions == expected:
+        prefill = (f": the prompt went through in pieces. Prefill the whole prompt [B, T0={T0}] in one forward "
+                   "call, then feed one token per step" if calls > n_new else
+                   ": some call fed more than one new token. Prefill the prompt in one forward call, then feed "
+                   "one token per step")
+        return (f"{call} made {calls} forward calls; expected n_new = {n_new} (the prefill, one forward call with "
+                f"the whole prompt, then one call per new token but the last){prefill}")
     said = (f"{call} sent {positions} token positions through forward in {calls} calls; expected "
             f"T0 + n_new - 1 = {expected} (the prompt once, then one token per step, none after the last)")
     recompute = T0 + sum(T0 + i for i in range(1, n_new))
@@ -449,6 +507,8 @@ def measure_work(student: Any) -> str | None:
         ratios.append(times[1] / max((times[0] + times[2]) / 2, 1e-6))
         if ratios[-1] <= COST_RATIO_LIMIT:
             return None
+        if ratios[-1] > 2 * COST_RATIO_LIMIT:
+            break  # far past what an honest decode ever measured (13.6x): a retry would only cost time
     ratio = min(ratios)
     return (
         f"greedy_decode of {k * n} new tokens took {ratio:.1f} times the CPU time of {n} new tokens on "
@@ -519,8 +579,14 @@ def limit_problem(made: str, error: BaseException | None, size: int, T: int, sta
     `ignored`: the max_seq given to the constructor differs from cfg.max_seq, so a cache that
     ignores the argument would not raise here.
     """
-    if isinstance(error, ValueError):
+    if isinstance(error, ValueError) and NUMPY_BROADCAST not in str(error):
         return None
+    if isinstance(error, ValueError):
+        # numpy's error from writing T positions into the fewer left in a preallocated buffer: the
+        # cache's own check did not fire (it compared length alone, or nothing, with max_seq).
+        return (f"{made}: update with T={T} token(s) at length {start} raised numpy's own ValueError ({error}), "
+                f"not the cache's check: length + T = {start + T} passes max_seq={size}, so update must raise "
+                "its ValueError before it stores anything. Compare length + T (not length alone) with max_seq")
     said = f"raised {type(error).__name__}: {error}" if error else "did not raise ValueError"
     hint = ": compare length + T (not length alone) with max_seq" if start else ""
     override = (f" (the max_seq argument must override cfg.max_seq; a cache that ignores it has room here)"
@@ -529,13 +595,21 @@ def limit_problem(made: str, error: BaseException | None, size: int, T: int, sta
             f"max_seq={size}, which must raise ValueError{hint}{override}")
 
 
-def fill_problem(made: str, error: BaseException | None, size: int, T: int, start: int) -> str | None:
-    """Storing up to exactly max_seq=`size` tokens must not raise."""
+def fill_problem(made: str, error: BaseException | None, size: int, T: int, start: int, *,
+                 model_max_seq: int | None = None) -> str | None:
+    """Storing up to exactly max_seq=`size` tokens must not raise.
+
+    `model_max_seq`: cfg.max_seq, when the constructor's max_seq=`size` may be larger than it (a cache
+    that sizes its storage or its limit by cfg.max_seq then has too little room; the message says so).
+    """
     if error is None:
         return None
+    override = (f" The max_seq={size} given to the constructor overrides cfg.max_seq={model_max_seq}, larger or "
+                "smaller: size the storage and the limit by it"
+                if model_max_seq is not None and model_max_seq < size else "")
     return (f"{made}: storing {T} tokens at length {start} (up to exactly max_seq={size}) raised "
             f"{type(error).__name__}: {error}. The cache may fill completely: raise only when "
-            "length + T > max_seq")
+            f"length + T > max_seq.{override}")
 
 
 def float32_decode_problem(student: Any, config: str, batch: int, length: int, seed: int, n_new: int) -> str | None:

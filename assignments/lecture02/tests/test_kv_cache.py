@@ -101,14 +101,17 @@ def test_stored_dtype_follows_constructor(student: Any) -> None:
 
 
 # (cfg, max_seq passed to the constructor or None for the default, the resulting limit): other
-# limits than the grader's, the default (cfg.max_seq) and an argument that overrides it.
+# limits than the grader's, the default (cfg.max_seq) and an argument that overrides it, smaller
+# and larger.
 LIMITS = {
     "default": (config_like(CONFIGS["MQA"], max_seq=9), None, 9),
     "custom": (CONFIGS["MQA"], 4, 4),
+    "larger": (config_like(CONFIGS["MQA"], max_seq=3), 5, 5),
+    "just_smaller": (config_like(CONFIGS["MQA"], max_seq=6), 5, 5),
 }
 
 
-@pytest.mark.task("kv_cache", points=1)
+@pytest.mark.task("kv_cache", points=2 / len(LIMITS))
 @pytest.mark.parametrize("limit", sorted(LIMITS))
 def test_cache_fills_to_exactly_max_seq(student: Any, limit: str) -> None:
     cfg, max_seq, size = LIMITS[limit]
@@ -120,12 +123,13 @@ def test_cache_fills_to_exactly_max_seq(student: Any, limit: str) -> None:
     start = 0
     for T in chunks:
         error = exception_from(replies.take, cfg.n_layers + 1)
-        problem = fill_problem(made, error, size, T, start)
+        problem = fill_problem(made, error, size, T, start,
+                               model_max_seq=None if max_seq is None else cfg.max_seq)
         assert problem is None, problem
         start += T
 
 
-@pytest.mark.task("kv_cache", points=1)
+@pytest.mark.task("kv_cache", points=2 / len(LIMITS))
 @pytest.mark.parametrize("limit", sorted(LIMITS))
 def test_update_past_max_seq_raises(student: Any, limit: str) -> None:
     cfg, max_seq, size = LIMITS[limit]

@@ -39,3 +39,16 @@ def test_llama_8b_cache_of_a_batch(student: Any) -> None:
     problem = bytes_problem("kv_cache_bytes(32, 8, 128, 2048, 4, dtype_bytes=1) (Llama-3.1-8B)", actual, 2**29,
                             {K_AND_V: 2, "seq_len": 2048, "batch": 4})
     assert problem is None, problem
+
+
+@pytest.mark.task("kv_memory", points=1)
+def test_dtype_bytes_defaults_to_two(student: Any) -> None:
+    # dtype_bytes left out: both functions count BF16, 2 bytes per value.
+    actual = student.kv_decode.kv_bytes_per_token(*LLAMA_8B)
+    problem = bytes_problem("kv_bytes_per_token(32, 8, 128) (Llama-3.1-8B, dtype_bytes left at its default)", actual,
+                            131_072, {K_AND_V: 2, "dtype_bytes": 2})
+    assert problem is None, f"{problem} (the default dtype_bytes is 2, BF16)"
+    actual = student.kv_decode.kv_cache_bytes(*LLAMA_8B, 8192, 1)
+    problem = bytes_problem("kv_cache_bytes(32, 8, 128, 8192, 1) (Llama-3.1-8B, dtype_bytes left at its default)",
+                            actual, 2**30, {K_AND_V: 2, "dtype_bytes": 2, "seq_len": 8192})
+    assert problem is None, f"{problem} (the default dtype_bytes is 2, BF16)"

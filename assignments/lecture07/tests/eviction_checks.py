@@ -131,9 +131,33 @@ def run_hit_ratio(
     return outcome(functools.partial(student.prefix_cache.hit_ratio, list(trace), capacity, policy, block_size))
 
 
-SLOW_CAUSE = ("Likely cause: evicting costs O(capacity), e.g. min() over every cached block's timestamp or count: "
-              "match and insert must cost O(len(blocks)) whatever the capacity. Keep the blocks in recency order "
-              "(OrderedDict) and, for LFU, one recency-ordered group per use count")
+SLOW_CAUSE = ("Likely cause: evicting or using a block costs O(capacity), e.g. min() over every cached block's "
+              "timestamp or count, list.pop(0) or list.remove on the recency order, bisect.insort into a sorted "
+              "list, next(iter(d)) on a dict that blocks are deleted from: match and insert must cost "
+              "O(len(blocks)) whatever the capacity. Keep the blocks in recency order (OrderedDict: move_to_end, "
+              "popitem(last=False)) and, for LFU, one recency-ordered group per use count")
+
+
+# The growth guard: the same sequence at capacity GROWTH_BASE_CAPACITY, where even a scan of the
+# whole cache is short, is the baseline; at GUARD_CAPACITY each inserted id may cost at most
+# GROWTH_PER_ID seconds more. What an id costs besides the cache (the call's round trip, the ids'
+# encoding) is the same at both capacities and cancels; the reference grows by about nothing (at
+# most 0.13 s, a heap's log factor included), while O(capacity) work per eviction or use grows by 2 s
+# or more even where it is a C-level memmove (list.pop(0), bisect.insort) or a dict's skip over its
+# deleted entries (next(iter(d))).
+GROWTH_BASE_CAPACITY = 1_000
+GROWTH_PER_ID = 1.5e-6
+
+
+def growth_problem(sequence: str, seconds: float, base_seconds: float, n_ids: int) -> str | None:
+    """None when `sequence` at GUARD_CAPACITY (`seconds` of CPU time) took at most n_ids * GROWTH_PER_ID
+    seconds more than at GROWTH_BASE_CAPACITY (`base_seconds`), else the message."""
+    limit = n_ids * GROWTH_PER_ID
+    if seconds - base_seconds <= limit:
+        return None
+    return (f"{sequence} took {seconds:.2f} s of CPU time, {seconds - base_seconds:.2f} s more than the same calls "
+            f"at capacity {GROWTH_BASE_CAPACITY:,} ({base_seconds:.2f} s); the limit is {limit:.2f} s ({n_ids:,} ids "
+            f"x {GROWTH_PER_ID * 1e6:g} us): the cost must not grow with the capacity. {SLOW_CAUSE}")
 
 
 def guarded_sequence(cache: Any, trace_blocks: list[int], probes: list[list[int]],

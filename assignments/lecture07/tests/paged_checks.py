@@ -135,7 +135,12 @@ def pool_state_problem(
 ) -> str | None:
     """Every block's refcount (expected_refs, 0 when absent), then num_free, against the pool (`reveal`: see differs)."""
     for block in range(n_blocks):
-        want, got = expected_refs.get(block, 0), pool.refcount(block)
+        want = expected_refs.get(block, 0)
+        got, error = outcome(functools.partial(pool.refcount, block))
+        if error is not None:
+            state = ("a free block: refcount is 0 for a free block (it raises ValueError only for an unknown id)"
+                     if want == 0 else "a block in use: refcount raises ValueError only for an unknown id")
+            return f"{where}: refcount({block}) raised {describe_error(error)}; block {block} is {state}"
         if got != want:
             label = f" (block {labels[block]})" if block in labels else ""
             if raised:
@@ -182,6 +187,9 @@ def pool_walk_problem(
                 return f"{where}: allocate() raised {describe_error(error)} though {n_blocks - len(in_use)} blocks are free"
             if not is_block_id(block, n_blocks):
                 return f"{where}: allocate() returned {block!r}; expected a block id, an int in 0 .. {n_blocks - 1}"
+            if type(block) is not int:
+                return (f"{where}: allocate() returned {block!r} of type {type(block).__name__}; allocate hands out "
+                        "an int id (a Python int, e.g. int(block), not a numpy integer)")
             if block in in_use:
                 return (f"{where}: allocate() returned block {block}, which is in use (refcount {in_use[block]}); "
                         "allocate must hand out a free block (refcount 0) only")

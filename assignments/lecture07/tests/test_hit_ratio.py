@@ -73,6 +73,11 @@ def test_empty_trace_is_zero(student: Any) -> None:
     got, error = run_hit_ratio(student, [], 3, "lfu")
     problem = hit_ratio_problem(call, got, error, [], None, "lfu")
     assert problem is None, problem
+    got, error = run_hit_ratio(student, [], 3, "fifo")
+    assert isinstance(error, ValueError), (
+        f"hit_ratio([], 3, 'fifo') {'returned ' + repr(got) if error is None else 'raised ' + repr(error)}; expected "
+        "ValueError. Likely cause: the policy and capacity are checked first (make_cache raises), even for an empty "
+        "trace: an unknown policy is a ValueError before any 0.0")
 
 
 @pytest.fixture(scope="module")

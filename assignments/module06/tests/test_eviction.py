@@ -92,10 +92,16 @@ def test_blocks_whose_hash_was_cached_elsewhere(student: Any) -> None:
     manager.allocate("w", [8] * 8)  # pops 4, 5, 1, 0: [1, 2]'s hash is evicted
     manager.free("w")  # free queue: 0, 1, 5, 4
     answer = manager.allocate("c", [1, 2, 3, 4, 7])
+    hit = tuple(answer)[0] if answer is not None else None
+    # 2 cached tokens: the run skipped the miss on [1, 2] and counted [3, 4]; 4: [1, 2] was still found.
+    cause = {2: "only the longest LEADING run of cached hashes counts: stop at the first miss",
+             4: "when w's allocate popped block 0, the hash of [1, 2] had to leave the prefix cache (a reallocated "
+                "block loses its old hash: lazy eviction), so it is no longer a hit"}.get(
+        hit, "the hits are the longest leading run of the prompt's hashes found in the prefix cache; new blocks "
+             "come from the free queue's head")
     assert answer is not None and tuple(answer) == (0, [0, 1, 5]), (
         f"allocate('c', [1, 2, 3, 4, 7]) returned {answer!r}; expected (0, [0, 1, 5]): the hash of [1, 2] is no longer "
-        "cached, so nothing is a hit, though block 3 still caches the hash of [3, 4] after [1, 2]. Likely cause: only "
-        "the longest LEADING run of cached hashes counts: stop at the first miss")
+        f"cached, so nothing is a hit, though block 3 still caches the hash of [3, 4] after [1, 2]. Likely cause: {cause}")
 
 
 # (what is called, call(block_manager module, a manager holding request "a"), the exception it raises).
@@ -104,6 +110,10 @@ EDGES = [
     ("append_tokens('a', [2.5])", lambda bm, m: m.append_tokens("a", [2.5]), ValueError),
     ("append_tokens('nobody', [1])", lambda bm, m: m.append_tokens("nobody", [1]), KeyError),
     ("free('nobody')", lambda bm, m: m.free("nobody"), KeyError),
+    ("append_tokens('nobody', [-1]): the unknown request_id is checked first",
+     lambda bm, m: m.append_tokens("nobody", [-1]), KeyError),
+    ("append_tokens('a', [-1] * 50) with no free block: the checks come first, never None",
+     lambda bm, m: m.append_tokens("a", [-1] * 50), ValueError),
 ]
 
 

@@ -2,9 +2,10 @@
 
 Keys: one per full chunk, fingerprint + ":" + a chained SHA-256 digest, the same for any integer type and
 in every process. Chunks: exact round trips; damaged, truncated, foreign or pickled data reads as None.
-Connector: lookup = the longest run of stored chunks from the start, in tokens; load and store through
-a kvlab.kvstore.MemoryStore, with the counters hits, misses, bytes_loaded, bytes_stored, chunks_stored; what
-store sends is read back in a fresh process, as another engine would.
+Connector: lookup = the longest run of stored chunks from the start, in tokens, reading no values; load
+reading only the chunks it needs, each at most once; load and store through a kvlab.kvstore.MemoryStore, with the counters hits, misses,
+bytes_loaded (failed loads included), bytes_stored, chunks_stored; what store sends is read back in a fresh
+process, as another engine would.
 The hidden tests check the same rules on other inputs.
 """
 from __future__ import annotations
@@ -102,8 +103,14 @@ def test_chunk_keys(student: Any) -> None:
     assert chunk_keys(tokens + [5, 6, 7], 4, FINGERPRINT)[:3] == keys, (
         "appending tokens changed the keys of the first chunks: key i depends on tokens 0 .. (i+1)*chunk_size-1 only"
     )
-    assert not set(chunk_keys(tokens, 4, FINGERPRINT + "-other")) & set(keys), (
+    other = chunk_keys(tokens, 4, FINGERPRINT + "-other")
+    assert not set(other) & set(keys), (
         "two fingerprints gave equal keys; expected every key to differ: the fingerprint must be in every key"
+    )
+    digests, other_digests = [key.rsplit(":", 1)[1] for key in keys], [key.rsplit(":", 1)[1] for key in other]
+    assert digests[0] == other_digests[0], (
+        "with two fingerprints, digest 0 (the part after the last ':' of key 0) differs; expected it equal. Likely "
+        "cause: digest 0 covers chunk 0's token ids only (nothing comes before chunk 0): hash no fingerprint into it"
     )
 
 
@@ -293,6 +300,43 @@ def test_store_and_load_across_connectors(student: Any) -> None:
         f"{type(there).__name__}, not that chunk. Likely cause: store must send serialize_chunk's bytes: another "
         "engine, in another process, loads them through the store, so nothing kept in this process's memory may be "
         "needed to read them"
+    )
+
+
+@pytest.mark.task("kv_connector", points=1)
+def test_load_and_lookup_talk_to_the_store_as_stated(student: Any) -> None:
+    store = student.call("kvlab.kvstore:MemoryStore")
+    writer = student.kv_connector.KVConnector(store, FINGERPRINT, 4)
+    tokens = tokens_of(17, 11)
+    assert stored(writer, tokens, kv_array(17, seed=11)) == 4, "storing 17 tokens in chunks of 4 should store 4 chunks"
+    keys = student.kv_connector.chunk_keys(tokens, 4, FINGERPRINT)
+    sizes = [len(store.get(key)) for key in keys]
+    connector = student.kv_connector.KVConnector(store, FINGERPRINT, 4)
+    before = dict(store.commands)
+    assert connector.lookup(tokens) == 16, "lookup of a prompt whose 4 full chunks are stored should return 16"
+    read = {name: store.commands.get(name, 0) - before.get(name, 0) for name in ("get", "mget")}
+    assert not any(read.values()), (
+        f"lookup sent {read} to the store; expected no GET or MGET. lookup reads no values (uses `exists`): a GET "
+        "also refreshes the store's LRU order, keeping chunks alive that nobody loads"
+    )
+    for n in (16, 5):
+        round_trips, gets = store.round_trips, store.commands.get("get", 0)
+        loaded = connector.load(tokens, n)
+        assert isinstance(loaded, np.ndarray), f"load(<17 tokens>, {n}) of stored chunks returned {type(loaded).__name__}"
+        took, got = store.round_trips - round_trips, store.commands.get("get", 0) - gets
+        needed = -(-n // 4)
+        assert took <= needed and got <= needed, (
+            f"load(<17 tokens>, {n}) took {took} round trips and {got} GETs; expected at most {needed}. load reads only "
+            f"the ceil(n / chunk_size) = {needed} chunks that cover tokens 0 .. n-1, each at most once"
+        )
+    loaded_before = connector.bytes_loaded
+    last = store.get(keys[3])
+    store.set(keys[3], last[:-1] + bytes([last[-1] ^ 1]))  # the last chunk read, damaged: load fails after all arrive
+    assert connector.load(tokens, 16) is None, "load when chunk 3 was damaged should return None (a miss)"
+    assert connector.bytes_loaded - loaded_before == sum(sizes), (
+        f"a load that failed (chunk 3 damaged) added {connector.bytes_loaded - loaded_before} to bytes_loaded; expected "
+        f"{sum(sizes)}, the 4 values received. bytes_loaded counts the bytes load received in both cases, success or "
+        "None (those bytes crossed the wire too)"
     )
 
 

@@ -98,12 +98,50 @@ def test_no_room_changes_nothing_and_caching_off(student: Any) -> None:
     answer = off.allocate("b", A)
     assert answer[0] == 0 and off.block_hash(0) is None and off.prefix_cache_queries == 0, (
         f"with enable_caching=False nothing is hashed, looked up or counted; got {answer}, hash {off.block_hash(0)!r}")
+    off.append_tokens("b", [3, 3, 3, 3])  # fills b's third block (10 + 2 = 12 tokens) and starts a fourth
+    hashed = [block for block in range(8) if off.block_hash(block) is not None]
+    assert not hashed, (
+        f"with enable_caching=False, after append_tokens('b', [3, 3, 3, 3]) filled a block, blocks {hashed} hold a "
+        "hash. Likely cause: with enable_caching=False nothing is ever hashed: not by allocate, and not by "
+        "append_tokens when decoding fills a block")
     try:
         result = off.allocate("a", A)
     except ValueError:
         return
     pytest.fail(f"allocate with a request id that already holds blocks should raise ValueError; it returned {result!r}")
 
+
+
+@pytest.mark.task("prefix_hits", points=0.5)
+def test_new_blocks_are_popped_before_any_is_hashed(student: Any) -> None:
+    # Block size 2. P's blocks 1 to 3 end up cached in free blocks 2, 3, 4 while its block 0 is evicted.
+    p = [11, 12, 13, 14, 15, 16, 17, 18, 19]
+    manager = student.block_manager.BlockManager(6, 2)
+    manager.allocate("z", p[:2])  # block 0 caches P's block 0
+    manager.allocate("a", p[:2])  # block 1, unhashed (block 0 caches that hash)
+    manager.append_tokens("a", p[2:8])  # blocks 2, 3, 4 cache P's blocks 1, 2, 3
+    manager.free("z")
+    manager.free("a")  # free queue: 5, 0, 4, 3, 2, 1
+    manager.allocate("w", [1, 2, 3, 4])  # pops 5 and 0: P's block 0 is evicted
+    manager.free("w")  # free queue: 4, 3, 2, 1, 0, 5
+    first = manager.allocate("p", p)  # no hit; pops 4, 3, 2, 1, 0, evicting P's blocks 1 to 3 as it goes
+    manager.free("p")
+    again = manager.allocate("q", p)
+    assert first is not None and tuple(first)[0] == 0 and again is not None and tuple(again)[0] == 8, (
+        f"on BlockManager(6, 2), allocate('p', {p}) returned {first!r}, then the same prompt again returned "
+        f"{again!r}; expected (0, ...) then 8 cached tokens (4 blocks, the cap). Likely cause: pop every new block "
+        "from the free queue before hashing any: hashing each new block as it is popped leaves it unhashed when its "
+        "hash is still cached by a block that a later pop of the same allocate evicts, so that hash is cached nowhere")
+
+
+def signed_chain(tokens: list[int], block_size: int) -> list[str]:
+    """Lecture 7's chain of `tokens` (negative ids included, as little-endian int64)."""
+    digests, previous = [], b""
+    for start in range(0, len(tokens) - block_size + 1, block_size):
+        previous = hashlib.sha256(previous + np.asarray(tokens[start:start + block_size], dtype="<i8").tobytes()
+                                  ).hexdigest().encode()
+        digests.append(previous.decode())
+    return digests
 
 
 # (what is called, call(block_manager module, a manager holding request "a"), the exception or the answer).
@@ -117,6 +155,10 @@ EDGES = [
     ("block_hashes([[1, 2], [3, 4]], 2)", lambda bm, m: bm.block_hashes([[1, 2], [3, 4]], 2), ValueError),
     ("allocate('x', [])", lambda bm, m: m.allocate("x", []), ValueError),
     ("allocate('y', [4, -5])", lambda bm, m: m.allocate("y", [4, -5]), ValueError),
+    ("allocate('z', [0.5] * 40) with no room: the checks come first, never None",
+     lambda bm, m: m.allocate("z", [0.5] * 40), ValueError),
+    ("block_hashes([-1, 5, -7, 2], 2): negative ids are hashed like any other value, never refused",
+     lambda bm, m: list(bm.block_hashes([-1, 5, -7, 2], 2)), signed_chain([-1, 5, -7, 2], 2)),
 ]
 
 

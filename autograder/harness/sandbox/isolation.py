@@ -300,5 +300,6 @@ def plan(
     network = f"reduced: network not disabled (no bubblewrap: {why_not_bwrap})"
     listed = ", ".join(map(str, hide))
     not_hidden = [f"reduced: not hidden (readable if permissions allow): {listed}"] if hide else []
-    report = [who, "filesystem: protected by permissions only", network, *not_hidden]
+    report = [who, "filesystem: protected by permissions only", network, *not_hidden,
+              "reduced: the machine's PID namespace (other processes are listed in /proc)"]
     return Plan([], as_user, uid, gid, report + [limits_line], assumed=tuple(assumed))

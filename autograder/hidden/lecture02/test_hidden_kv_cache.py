@@ -20,6 +20,51 @@ from kvlab.probe import play
 CHUNKS = (3, 1, 2)
 
 
+# The length tests come first: a cache whose length goes wrong stores at the wrong positions too,
+# and the first failure a student sees should name length, not the positions it misplaced.
+@pytest.mark.task("kv_cache", points=2)
+def test_update_leaves_length_to_advance(student: Any) -> None:
+    cfg = CONFIGS["GQA"]
+    keys, values = kv_chunk(cfg, 2, 5, seed=3), kv_chunk(cfg, 2, 5, seed=4)
+    # The length read after every call.
+    steps = [step for stored in store_steps(keys, values, (4, 1)) for step in (stored, LENGTH)]
+    replies = play(student, lambda: student.kv_decode.KVCache(cfg, 2), steps)
+    start = 0
+    for T in (4, 1):
+        for layer in range(cfg.n_layers):
+            _, length = replies.take(2)
+            assert length == start, (
+                f"after update(layer={layer}) with T={T} tokens on a cache of length {start}, length is "
+                f"{length}: update must not change length (forward calls update once per layer "
+                f"and all layers must see the same length; advance({T}) moves it once at the end)"
+            )
+        _, length = replies.take(2)
+        start += T
+        assert length == start, (
+            f"after advance({T}) on a cache of length {start - T}, length is {length}; expected {start}: "
+            "advance(n) must do length += n")
+
+
+@pytest.mark.task("kv_cache", points=2)
+def test_advance_adds_n(student: Any) -> None:
+    adds = (5, 1, 0, 7)
+    replies = play(student, lambda: student.kv_decode.KVCache(CONFIGS["GQA"], 1),
+                   [step for n in adds for step in (("advance", (n,)), LENGTH)])
+    expected = 0
+    for n in adds:
+        error = exception_from(replies.next)
+        assert error is None, (
+            f"advance({n}) on a cache of length {expected} raised {type(error).__name__}: {error}; advance(n) must "
+            "do length += n for any n >= 0 (0 is allowed: nothing new was stored)"
+        )
+        expected += n
+        length = replies.next()
+        assert length == expected, (
+            f"after advance calls adding up to {expected}, length is {length}; advance(n) must do "
+            f"length += n (the last call was advance({n}))"
+        )
+
+
 @pytest.mark.task("kv_cache", points=2)
 @pytest.mark.parametrize("batch", [1, 3])
 @pytest.mark.parametrize("config", sorted(CONFIGS))
@@ -43,47 +88,6 @@ def test_update_returns_every_stored_position(student: Any, config: str, batch: 
                 assert problem is None, problem
         replies.next()  # advance(T)
         start = end
-
-
-@pytest.mark.task("kv_cache", points=2)
-def test_update_leaves_length_to_advance(student: Any) -> None:
-    cfg = CONFIGS["GQA"]
-    keys, values = kv_chunk(cfg, 2, 5, seed=3), kv_chunk(cfg, 2, 5, seed=4)
-    # The length read after every call.
-    steps = [step for stored in store_steps(keys, values, (4, 1)) for step in (stored, LENGTH)]
-    replies = play(student, lambda: student.kv_decode.KVCache(cfg, 2), steps)
-    start = 0
-    for T in (4, 1):
-        for layer in range(cfg.n_layers):
-            _, length = replies.take(2)
-            assert length == start, (
-                f"after update(layer={layer}) with T={T} tokens on a cache of length {start}, length is "
-                f"{length}: update must not change length (forward calls update once per layer "
-                f"and all layers must see the same length; advance({T}) moves it once at the end)"
-            )
-        _, length = replies.take(2)
-        start += T
-        assert length == start, f"after advance({T}) length is {length}; expected {start}"
-
-
-@pytest.mark.task("kv_cache", points=2)
-def test_advance_adds_n(student: Any) -> None:
-    adds = (5, 1, 0, 7)
-    replies = play(student, lambda: student.kv_decode.KVCache(CONFIGS["GQA"], 1),
-                   [step for n in adds for step in (("advance", (n,)), LENGTH)])
-    expected = 0
-    for n in adds:
-        error = exception_from(replies.next)
-        assert error is None, (
-            f"advance({n}) on a cache of length {expected} raised {type(error).__name__}: {error}; advance(n) must "
-            "do length += n for any n >= 0 (0 is allowed: nothing new was stored)"
-        )
-        expected += n
-        length = replies.next()
-        assert length == expected, (
-            f"after advance calls adding up to {expected}, length is {length}; advance(n) must do "
-            f"length += n (the last call was advance({n}))"
-        )
 
 
 @pytest.mark.task("kv_cache", points=1)
@@ -132,14 +136,17 @@ def test_nbytes_counts_stored_tokens(student: Any, config: str, batch: int, dtyp
         assert problem is None, problem
 
 
-# (cfg, max_seq passed to the constructor or None for the default, the resulting limit)
+# (cfg, max_seq passed to the constructor or None for the default, the resulting limit): the
+# argument overrides cfg.max_seq whether smaller or larger.
 LIMITS = {
     "default": (config_like(CONFIGS["GQA"], max_seq=6), None, 6),
     "custom": (CONFIGS["GQA"], 6, 6),
+    "larger": (config_like(CONFIGS["GQA"], max_seq=4), 7, 7),
+    "just_larger": (config_like(CONFIGS["GQA"], max_seq=6), 7, 7),
 }
 
 
-@pytest.mark.task("kv_cache", points=1)
+@pytest.mark.task("kv_cache", points=2 / len(LIMITS))
 @pytest.mark.parametrize("limit", sorted(LIMITS))
 def test_cache_fills_to_exactly_max_seq(student: Any, limit: str) -> None:
     cfg, max_seq, size = LIMITS[limit]
@@ -151,12 +158,13 @@ def test_cache_fills_to_exactly_max_seq(student: Any, limit: str) -> None:
     start = 0
     for T in chunks:
         error = exception_from(replies.take, cfg.n_layers + 1)
-        problem = fill_problem(made, error, size, T, start)
+        problem = fill_problem(made, error, size, T, start,
+                               model_max_seq=None if max_seq is None else cfg.max_seq)
         assert problem is None, problem
         start += T
 
 
-@pytest.mark.task("kv_cache", points=1)
+@pytest.mark.task("kv_cache", points=2 / len(LIMITS))
 @pytest.mark.parametrize("limit", sorted(LIMITS))
 def test_update_past_max_seq_raises(student: Any, limit: str) -> None:
     cfg, max_seq, size = LIMITS[limit]

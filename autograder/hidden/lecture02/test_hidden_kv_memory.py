@@ -47,7 +47,7 @@ def test_bytes_per_token_defaults_to_two_bytes(student: Any) -> None:
     assert problem is None, f"{problem} (the default dtype_bytes is 2, BF16)"
 
 
-@pytest.mark.task("kv_memory", points=2)
+@pytest.mark.task("kv_memory", points=1.5)
 @pytest.mark.parametrize(("model", "dtype_bytes"), [("Llama-2-7B", 2), ("Llama-3.1-70B", 2), ("Qwen2.5-0.5B", 1),
                                                   ("Qwen2.5-7B", 4)])
 def test_cache_bytes_on_real_models(student: Any, model: str, dtype_bytes: int) -> None:
@@ -61,3 +61,15 @@ def test_cache_bytes_on_real_models(student: Any, model: str, dtype_bytes: int) 
     actual = student.kv_decode.kv_cache_bytes(layers, kv_heads, head, seq_len, batch, dtype_bytes=dtype_bytes)
     problem = bytes_problem(call, actual, expected, factors, reveal=False)
     assert problem is None, problem
+
+
+@pytest.mark.task("kv_memory", points=1)
+def test_cache_bytes_defaults_to_two_bytes(student: Any) -> None:
+    (layers, kv_heads, head), bf16 = MODELS["Llama-3.1-70B"]
+    seq_len, batch = drawn(1_000, 40_000), drawn(2, 8)
+    actual = student.kv_decode.kv_cache_bytes(layers, kv_heads, head, seq_len, batch)
+    call = (f"kv_cache_bytes({layers}, {kv_heads}, {head}, seq_len={seq_len}, batch={batch}) (Llama-3.1-70B, "
+            "dtype_bytes left at its default)")
+    factors = {"2 (K and V are both stored)": 2, "dtype_bytes": 2, "seq_len": seq_len, "batch": batch}
+    problem = bytes_problem(call, actual, bf16 * seq_len * batch, factors, reveal=False)
+    assert problem is None, f"{problem} (the default dtype_bytes is 2, BF16)"

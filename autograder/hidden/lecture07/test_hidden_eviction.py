@@ -13,8 +13,8 @@ from _eviction_checks import (
     GUARD_SECONDS, LFU_SCRIPT, LRU_SCRIPT, REFERENCES, TINY_SCRIPT, drawn, replay_problem,
 )
 from eviction_checks import (
-    CLASSES, GUARD_CAPACITY, SLOW_CAUSE, Script, error_problem, full_trace, guarded_sequence, script_problem,
-    time_limit,
+    CLASSES, GROWTH_BASE_CAPACITY, GUARD_CAPACITY, SLOW_CAUSE, Script, error_problem, full_trace, growth_problem,
+    guarded_sequence, script_problem, time_limit,
 )
 from paged_checks import outcome, raise_problem
 
@@ -119,7 +119,8 @@ def trace_blocks() -> list[int]:
 # func_only: the limit covers the test body, not building the trace. The signal method fails only
 # this test (the thread method would end the whole session and lose every other result). It is the
 # wall-clock backstop (a call that sleeps); the verdict is the CPU time, which another job on the
-# machine does not stretch.
+# machine does not stretch: at most GUARD_SECONDS, and at most eviction_checks.growth_problem's
+# limit more than the same calls at capacity GROWTH_BASE_CAPACITY (the cost must not grow with it).
 @pytest.mark.task("eviction", points=1)
 @pytest.mark.timeout(2 * GUARD_SECONDS, method="signal", func_only=True)
 @pytest.mark.parametrize("policy", ["lru", "lfu"])
@@ -152,3 +153,11 @@ def test_cost_does_not_grow_with_capacity(student: Any, policy: str, trace_block
     assert seconds <= GUARD_SECONDS, (
         f"{sequence} took {seconds:.1f} s of CPU time (limit {GUARD_SECONDS:g} s; the reference solution takes "
         f"about 1 s). Work an insert leaves for later calls is timed with them. {SLOW_CAUSE}")
+    base_call = f"{CLASSES[policy]}({GROWTH_BASE_CAPACITY:,}).insert(every block of make_trace())"
+    with time_limit(f"{base_call}, then the same questions", 2 * GUARD_SECONDS):
+        (inserted, *_), base_seconds = student.cpu_seconds(
+            guarded_sequence, getattr(student.prefix_cache, CLASSES[policy])(GROWTH_BASE_CAPACITY), trace_blocks,
+            probes, asked)
+    assert inserted[1] is None, error_problem(base_call, inserted[1])
+    problem = growth_problem(sequence, seconds, base_seconds, len(trace_blocks))
+    assert problem is None, problem

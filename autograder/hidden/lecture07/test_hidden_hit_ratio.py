@@ -48,6 +48,12 @@ def test_empty_trace_is_zero(student: Any) -> None:
         got, error = run_hit_ratio(student, [], 10, policy)
         problem = hit_ratio_problem(call, got, error, [], 10, policy, replay=reference_hits)
         assert problem is None, problem
+    for capacity, policy in ((10, "LFU"), (0, "lru")):
+        got, error = run_hit_ratio(student, [], capacity, policy)
+        assert isinstance(error, ValueError), (
+            f"hit_ratio([], {capacity}, {policy!r}) {'returned ' + repr(got) if error is None else 'raised ' + repr(error)}; "
+            "expected ValueError. Likely cause: the policy and capacity are checked first (make_cache raises), even "
+            "for an empty trace: a bad one is a ValueError before any 0.0")
 
 
 @pytest.mark.task("hit_ratio", points=1)

@@ -255,3 +255,98 @@ def checksummed_foreign_variants(kv: np.ndarray, fingerprint: str) -> dict[str, 
         f"a shape {bigger} larger than its payload": docstring_layout(kv, fingerprint, shape=bigger),
         "only the first 12 bytes of a header": docstring_layout(kv, fingerprint, cut=12),
     }
+
+
+def store_counts(store: Any) -> tuple[int, dict[str, int]]:
+    """(round trips, commands per name) the MemoryStore `store` counted so far."""
+    return (called("store.round_trips", lambda: store.round_trips),
+            dict(called("store.commands", lambda: store.commands)))
+
+
+def sent_since(store: Any, before: tuple[int, dict[str, int]]) -> tuple[int, dict[str, int]]:
+    """(round trips, commands per name) the store received since `before` (a store_counts result)."""
+    round_trips, commands = store_counts(store)
+    return round_trips - before[0], {k: v - before[1].get(k, 0) for k, v in commands.items() if v != before[1].get(k, 0)}
+
+
+def stored_prompt(student: Any, n_chunks: int, seed: int, chunk_size: int = 4) -> tuple[Any, list[int], list[str], list[int]]:
+    """(store, tokens, keys, value sizes): a MemoryStore holding the n_chunks full chunks of a prompt of
+    n_chunks * chunk_size + 1 tokens, stored by a connector of its own."""
+    tokens = tokens_of(n_chunks * chunk_size + 1, seed)
+    store, writer = new_connector(student, chunk_size)
+    stored = called("store", lambda: writer.store(tokens, kv_array(len(tokens), np.float32, seed=seed)))
+    if stored != n_chunks:
+        pytest.fail(f"store of {n_chunks} full chunks into an empty store returned {stored!r}; expected {n_chunks}",
+                    pytrace=False)
+    keys = checked_keys(student, tokens, chunk_size)
+    sizes = [len(called("store.get", lambda key=key: store.get(key)) or b"") for key in keys]
+    return store, tokens, keys, sizes
+
+
+def reads_needed_chunks_once_problem(student: Any) -> str | None:
+    """None if every load reads only the chunks covering tokens 0 .. n-1, each at most once; else what
+    it sent."""
+    store, tokens, _, _ = stored_prompt(student, 5, 81)
+    _, connector = new_connector(student, 4, store=store)
+    for n in (20, 7, 1):
+        before = store_counts(store)
+        loaded = called(f"load(<21 tokens>, {n})", lambda n=n: connector.load(tokens, n))
+        if not isinstance(loaded, np.ndarray):
+            return f"load(<21 tokens>, {n}) of stored chunks returned {type(loaded).__name__}; expected the KV"
+        round_trips, commands = sent_since(store, before)
+        needed = -(-n // 4)
+        if round_trips > needed or commands.get("get", 0) > needed or commands.get("mget", 0) > 1:
+            return (f"load(<21 tokens>, {n}) ({needed} chunks of 4) took {round_trips} round trips to the store "
+                    f"(commands {commands}); expected at most {needed}. load reads only the ceil(n / chunk_size) "
+                    "chunks that cover tokens 0 .. n-1, each at most once (a GET each, one MGET, or one pipeline)")
+    return None
+
+
+def lookup_reads_no_values_problem(student: Any) -> str | None:
+    """None if lookup sends no GET or MGET (plain or pipelined); else what it sent."""
+    store, tokens, keys, _ = stored_prompt(student, 4, 82)
+    _, connector = new_connector(student, 4, store=store)
+    called("deleting chunk 2 from the store", lambda: store.delete(keys[2]))
+    for label, prompt, want in (("all 4 chunks stored but chunk 2", tokens, 8), ("nothing stored", tokens_of(9, 83), 0)):
+        before = store_counts(store)
+        got = called(f"lookup ({label})", lambda prompt=prompt: connector.lookup(prompt))
+        if got != want:
+            return f"lookup ({label}) returned {got!r}; expected {want}"
+        _, commands = sent_since(store, before)
+        reads = {name: count for name, count in commands.items() if name in ("get", "mget")}
+        if reads:
+            return (f"lookup ({label}) sent {reads} to the store (all its commands: {commands}); expected no GET or "
+                    "MGET. lookup reads no values (uses `exists`): a GET also refreshes the store's LRU order, "
+                    "keeping chunks alive that nobody loads, and moves the chunks' bytes for nothing")
+    return None
+
+
+def bytes_loaded_on_failure_problem(student: Any) -> str | None:
+    """None if a failed load adds the bytes it received to bytes_loaded; else what it added."""
+    store, tokens, keys, sizes = stored_prompt(student, 3, 84)
+    _, connector = new_connector(student, 4, store=store)
+    last = called("store.get", lambda: store.get(keys[2]))
+    # The failing chunk is the last one read, so every value arrives whatever the order of the checks.
+    for label, damage, received in (
+            ("chunk 2 (the last read) damaged", lambda: store.set(keys[2], last[:-2] + bytes([last[-2] ^ 1]) + last[-1:]),
+             sum(sizes)),
+            ("chunk 2 (the last read) evicted", lambda: store.delete(keys[2]), sizes[0] + sizes[1])):
+        called(f"store ({label})", damage)
+        before = counters(connector)
+        got = called(f"load(<13 tokens>, 12) with {label}", lambda: connector.load(tokens, 12))
+        if got is not None:
+            return f"load(<13 tokens>, 12) with {label} returned {type(got).__name__}; expected None (a miss)"
+        added = counters(connector)["bytes_loaded"] - before["bytes_loaded"]
+        if added != received:
+            return (f"load(<13 tokens>, 12) with {label} returned None and added {added:,} to bytes_loaded; expected "
+                    f"{received:,}, the len() of the values it received. bytes_loaded counts the bytes load received "
+                    "in both cases, success or None: a failed load moved those bytes too")
+    return None
+
+
+# The connector's rules about what it sends and counts: (name, check).
+CONNECTOR_RULES = [
+    ("load reads the chunks it needs, each at most once", reads_needed_chunks_once_problem),
+    ("lookup reads no values", lookup_reads_no_values_problem),
+    ("bytes_loaded counts failed loads", bytes_loaded_on_failure_problem),
+]

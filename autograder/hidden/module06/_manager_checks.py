@@ -49,6 +49,7 @@ class RefManager:
         self.cached: dict[str, int] = {}
         self.requests: dict[str, tuple[list[int], list[int], list[str]]] = {}
         self.queries = self.hits = 0
+        self.evicted: set[str] = set()  # hashes that left the prefix cache when their block was reallocated
 
     def _take(self) -> int:
         block, _ = self.queue.popitem(last=False)
@@ -56,6 +57,7 @@ class RefManager:
         if digest is not None:
             if self.cached.get(digest) == block:
                 del self.cached[digest]
+                self.evicted.add(digest)
             self.hash[block] = None
         self.ref[block] = 1
         return block
@@ -75,6 +77,16 @@ class RefManager:
                 break
             found.append(self.cached[digest])
         return found
+
+    def lookup(self, tokens: Sequence[int]) -> Lookup:
+        """What allocate(tokens) finds in the prefix cache now, before it changes anything."""
+        hashes = chained_hashes(tokens, self.block_size) if self.enable_caching else []
+        run: list[int] = []
+        for digest in hashes:
+            if digest not in self.cached:
+                break
+            run.append(self.cached[digest])
+        return Lookup(hashes, run, (len(tokens) - 1) // self.block_size, [self.ref[b] for b in run])
 
     def allocate(self, rid: str, tokens: Sequence[int]) -> tuple[int, list[int]] | None:
         tokens = [int(t) for t in tokens]
@@ -141,6 +153,17 @@ class RefManager:
 
 
 @dataclass
+class Lookup:
+    """An allocate's view of the prefix cache before it runs: the prompt's full-block hashes, the blocks of
+    their longest leading cached run (uncapped), the cap in blocks, and the ref_cnt of each run block."""
+
+    hashes: list[str]
+    run: list[int]
+    cap: int
+    run_refs: list[int]
+
+
+@dataclass
 class State:
     """What a walk compares after each step."""
 
@@ -186,27 +209,50 @@ def normalise(result: Any) -> Any:
     return result
 
 
-def result_cause(op: Op, got: Any, want: Any, ref: RefManager, before: State) -> str:
-    """Why an operation's answer differs, guessed from the two answers."""
+def result_cause(op: Op, got: Any, want: Any, ref: RefManager, before: State, seen: Lookup | None = None) -> str:
+    """Why an operation's answer differs, decided from the two answers and `seen`, what the reference's
+    prefix cache held for an allocate's prompt before it ran."""
     size = ref.block_size
     if not ref.enable_caching and op[0] == "allocate" and got is not None and want is not None and got[0] != want[0]:
         return "with enable_caching=False nothing is hashed or looked up: num_computed is always 0"
     if want is None and got is not None:
-        return ("there are not enough free blocks: the call must return None and change nothing. Count the hit "
-                "blocks that are in the free queue (ref_cnt 0) as taken: touching them removes them from it")
+        touched = seen is not None and any(r == 0 for r in seen.run_refs[:seen.cap])
+        return ("there are not enough free blocks: the call must return None and change nothing"
+                + (". Count the hit blocks that are in the free queue (ref_cnt 0) as taken: touching them removes "
+                   "them from it" if touched else ""))
     if got is None:
-        return ("enough blocks are free (cached blocks with ref_cnt 0 are free too: they can be evicted), so the "
-                "call must succeed")
+        cached_free = any(before.hashes[block] is not None for block in before.free_queue)
+        return ("enough blocks are free" + (" (cached blocks with ref_cnt 0 are free too: they can be evicted)"
+                                            if cached_free else "") + ", so the call must succeed")
     if op[0] == "allocate" and isinstance(got, list) and len(got) == 2 and isinstance(want, list):
         g, w = got[0], want[0]
         n = len(op[2])
+        cap = "hits are capped at (len(tokens) - 1) // block_size blocks, so that the last token is computed"
         if g == n:
-            return "a fully cached prompt still recomputes its last block: hits are capped at (len(tokens) - 1) // block_size blocks"
-        if isinstance(g, int) and g < w:
-            return ("a block in the prefix cache with ref_cnt 0 (in the free queue) is still a hit until it is "
-                    "reallocated (lazy eviction); the hit run is the longest leading run of chained hashes found")
-        if isinstance(g, int) and g > w:
-            return "only the longest LEADING run of cached chained hashes counts: stop at the first miss"
+            return "a fully cached prompt still recomputes its last block: " + cap
+        if isinstance(g, int) and g < w and seen is not None:
+            missed = g // size  # the first hit block of the rule's run that the student did not count
+            capped = g == w - size and len(seen.run) >= seen.cap  # the rule's run was cut by the cap, one block more
+            lazy = missed < len(seen.run_refs) and seen.run_refs[missed] == 0
+            if lazy and not capped:
+                return ("a block in the prefix cache with ref_cnt 0 (in the free queue) is still a hit until it is "
+                        "reallocated (lazy eviction)")
+            if capped and not lazy:
+                return f"one block too few: {cap}, not fewer"
+            if capped and lazy:
+                return (f"one block too few: either {cap}, or a free cached block (ref_cnt 0) was not counted as a "
+                        "hit (lazy eviction: it is a hit until it is reallocated)")
+            return "the hit run is the longest leading run of the prompt's chained hashes found in the prefix cache"
+        if isinstance(g, int) and g > w and seen is not None:
+            missed = w // size  # the first block of the prompt that the rule does not count as a hit
+            if missed >= seen.cap:
+                return f"too many hits: {cap}"
+            if missed < len(seen.hashes) and seen.hashes[missed] in ref.evicted:
+                return ("this block's hash was evicted: a block popped from the free queue for another request loses "
+                        "its hash, which leaves the prefix cache then (lazy eviction), so it is no longer a hit")
+            if any(digest in ref.cached for digest in seen.hashes[missed + 1:]):
+                return "only the longest LEADING run of cached chained hashes counts: stop at the first miss"
+            return "a hit must be a full block whose chained hash is in the prefix cache"
         if g == w:
             return ("the block ids differ: hits first (the cached blocks), then new blocks popped from the free "
                     "queue's head in order; touch the hits before popping, so no hit is evicted by its own request")
@@ -235,8 +281,9 @@ def answer_difference(op: Op, got: Any, want: Any) -> str:
     return prefix + f"the block ids are the right number and differ from position {first} on"
 
 
-def state_problem(step: str, got: State, want: State, before: State) -> str | None:
-    """None when the states agree; else the first difference and its likely cause."""
+def state_problem(step: str, got: State, want: State, before: State, caching: bool = True) -> str | None:
+    """None when the states agree; else the first difference and its likely cause (`caching`: the manager's
+    enable_caching)."""
     if got.free_queue != want.free_queue:
         g, w = got.free_queue, want.free_queue
         if sorted(g) == sorted(w):
@@ -264,7 +311,14 @@ def state_problem(step: str, got: State, want: State, before: State) -> str | No
                     "holding a block counts once (a hit adds 1, a new block starts at 1, free subtracts 1)")
     for block, (g, w) in enumerate(zip(got.hashes, want.hashes)):
         if g != w:
-            if w is None and g is not None:
+            if w is None and g is not None and not caching:
+                cause = ("with enable_caching=False nothing is ever hashed: not by allocate, and not by append_tokens "
+                         "when decoding fills a block")
+            elif w is not None and g is None and w in before.hashes:
+                cause = ("pop every new block from the free queue before hashing any: this block's hash was cached by "
+                         "a block that this step then popped (evicting it), so the new block must cache it now; "
+                         "hashing each new block as it is popped leaves that hash cached nowhere")
+            elif w is None and g is not None:
                 cause = ("a block reallocated from the free queue loses its old hash (eviction), and a full block whose "
                          "hash is already cached by another block stays unhashed; partial blocks are never hashed"
                          if before.hashes[block] is not None or g in want.hashes else
@@ -292,18 +346,20 @@ def walk_problem(student: Any, manager: Any, ref: RefManager, ops: Sequence[Op],
     before = ref.state()
     for index, op in enumerate(ops):
         step = f"step {index} of {what}, {describe_op(op)}"
+        seen = ref.lookup(op[2]) if op[0] == "allocate" else None
         want = normalise(ref.apply(op))
         try:
             got = normalise(student_apply(manager, op))
         except Exception as error:  # a student's exception of any type is a finding
-            cause = (result_cause(op, error, want, ref, before) if want is None else
+            cause = (result_cause(op, error, want, ref, before, seen) if want is None else
                      "compare with the rule in the docstring of the method called")
             return f"{step} raised {type(error).__name__}: {error}. Likely cause: {cause}"
         if got != want:
             return (f"{step} returned {got!r:.300}: {answer_difference(op, got, want)}. Likely cause: "
-                    f"{result_cause(op, got, want, ref, before)}")
+                    f"{result_cause(op, got, want, ref, before, seen)}")
         after = ref.state()
-        problem = state_problem(step, student_state(student, manager, ref.num_blocks), after, before)
+        problem = state_problem(step, student_state(student, manager, ref.num_blocks), after, before,
+                                ref.enable_caching)
         if problem:
             return problem
         before = after

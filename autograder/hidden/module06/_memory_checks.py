@@ -5,7 +5,7 @@ each usual mistake and names the first one that reproduces the student's number.
 """
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 
@@ -52,21 +52,54 @@ def _mistakes(config: Mapping[str, Any], dtype_bytes: int) -> list[tuple[int, st
             (layers * config["kv_lora_rank"] * dtype_bytes, "the decoupled RoPE key (qk_rope_head_dim) is cached beside the latent"),
         ]
     else:
-        heads, dim = config["num_attention_heads"], _head_dim(config)
+        heads, dim, kv_heads = config["num_attention_heads"], _head_dim(config), _kv_heads(config)
         found += [
-            (2 * layers * heads * dim * dtype_bytes, "num_attention_heads used where num_key_value_heads is given: "
-             "GQA/MQA cache only the KV heads"),
-            (2 * layers * _kv_heads(config) * (config.get("hidden_size", 0) // heads) * dtype_bytes,
+            (2 * layers * heads * dim * dtype_bytes, HEADS_CAUSE),
+            (2 * layers * kv_heads * (config.get("hidden_size", 0) // heads) * dtype_bytes,
              "head_dim is given: use it, not hidden_size // num_attention_heads"),
         ]
+        if config.get("num_key_value_heads") is None:
+            found.append((2 * layers * dim * dtype_bytes, "num_key_value_heads absent (or None) means MHA: as many KV "
+                          "heads as num_attention_heads, not 1"))
+        if config.get("head_dim") is None:
+            found.append((2 * layers * kv_heads * (config["hidden_size"] // kv_heads) * dtype_bytes, HEAD_DIM_CAUSE))
     return [(value, cause) for value, cause in found if value != right]
 
 
-def likely_cause(config: Mapping[str, Any], dtype_bytes: int, actual: Any) -> str:
-    for value, cause in _mistakes(config, dtype_bytes):
-        if actual == value:
-            return cause
+HEADS_CAUSE = "num_attention_heads used where num_key_value_heads is given: GQA/MQA cache only the KV heads"
+HEAD_DIM_CAUSE = ("head_dim absent means hidden_size // num_attention_heads (the query heads), not "
+                  "hidden_size // num_key_value_heads")
+
+
+def likely_cause(config: Mapping[str, Any], dtype_bytes: int, actual: Any,
+                 probe: Callable[[dict[str, Any]], Any] | None = None) -> str:
+    """The usual mistake that reproduces `actual`. Two mistakes give the same count on a GQA config without
+    head_dim (query heads for the KV heads; head_dim as hidden_size // num_key_value_heads): `probe`, the
+    student's kv_bytes_per_token of a config, then decides, asked again with head_dim given explicitly."""
+    try:
+        mistakes = _mistakes(config, dtype_bytes)
+    except (KeyError, TypeError, ZeroDivisionError):  # a config missing a field no mistake can be recomputed on
+        mistakes = []
+    causes = list(dict.fromkeys(cause for value, cause in mistakes if actual == value))
+    if {HEADS_CAUSE, HEAD_DIM_CAUSE} <= set(causes) and probe is not None:
+        explicit = {**config, "head_dim": config["hidden_size"] // config["num_attention_heads"]}
+        try:
+            fixed = probe(explicit) == expected_bytes(explicit, dtype_bytes)
+        except Exception:  # a student's exception of any type: no decision from it
+            fixed = None
+        if fixed is not None:
+            causes.remove(HEADS_CAUSE if fixed else HEAD_DIM_CAUSE)
+    if causes:
+        return "; or ".join(causes)
     return "recheck the rule in kv_memory.py's docstring (MHA/GQA/MQA defaults, MLA)"
+
+
+def rule(config: Mapping[str, Any]) -> str:
+    """The docstring's rule for this kind of config, in words."""
+    if is_mla(config):
+        return "MLA (kv_lora_rank present): num_hidden_layers * (kv_lora_rank + qk_rope_head_dim) * dtype_bytes"
+    return ("2 * num_hidden_layers * num_key_value_heads (absent or None: num_attention_heads) * head_dim (absent "
+            "or None: hidden_size // num_attention_heads) * dtype_bytes")
 
 
 def describe(config: Mapping[str, Any]) -> str:
@@ -78,11 +111,17 @@ def describe(config: Mapping[str, Any]) -> str:
 
 def bytes_problem(student: Any, what: str, config: Mapping[str, Any], dtype_bytes: int) -> str | None:
     """None when kv_bytes_per_token(config, dtype_bytes) is right, else a message naming the likely mistake."""
-    actual = student.kv_memory.kv_bytes_per_token(dict(config), dtype_bytes)
+    call = f"kv_bytes_per_token({what}, dtype_bytes={dtype_bytes})"
+    try:
+        actual = student.kv_memory.kv_bytes_per_token(dict(config), dtype_bytes)
+    except Exception as error:  # a student's exception of any type is a finding
+        return (f"{call} raised {type(error).__name__}: {error}; every field it reads is present and a positive "
+                f"int (a None field is the same as an absent one), so it must return the count. The rule: {rule(config)}")
     if type(actual) is not int:
         return f"kv_bytes_per_token should return a plain int; got {type(actual).__name__} for {what}"
     expected = expected_bytes(config, dtype_bytes)
     if actual == expected:
         return None
-    return (f"kv_bytes_per_token({what}, dtype_bytes={dtype_bytes}) returned {actual:,}, which is "
-            f"{'too much' if actual > expected else 'too little'}. Likely cause: {likely_cause(config, dtype_bytes, actual)}")
+    cause = likely_cause(config, dtype_bytes, actual,
+                         probe=lambda changed: student.kv_memory.kv_bytes_per_token(dict(changed), dtype_bytes))
+    return f"{call} returned {actual:,}, which is {'too much' if actual > expected else 'too little'}. Likely cause: {cause}"

@@ -98,6 +98,10 @@ EDGES = [
     ("append_tokens of float tokens", lambda bm, m: m.append_tokens("a", [1.5, 2.5]), ValueError),
     ("append_tokens of an unknown request", lambda bm, m: m.append_tokens("ghost", [1]), KeyError),
     ("free of an unknown request", lambda bm, m: m.free("ghost"), KeyError),
+    ("append_tokens of an unknown request with a negative token (the unknown request_id is checked first)",
+     lambda bm, m: m.append_tokens("ghost", [7, -1]), KeyError),
+    ("append_tokens of a negative token when no block is free (checks come first, never None)",
+     lambda bm, m: m.append_tokens("a", [-1] * 40), ValueError),
 ]
 
 

@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from _memory_checks import bytes_problem, describe, expected_bytes
+from _memory_checks import bytes_problem, describe, expected_bytes, likely_cause
 from kvlab.hf_configs import CONFIGS, LAB_BATCHES, LAB_SEQ_LENS
 from kvlab.testing import drawn
 
@@ -51,6 +51,20 @@ def test_generated_configs(student: Any) -> None:
         assert problem is None, problem
 
 
+def per_token_cause(student: Any, config: dict[str, Any], dtype_bytes: int) -> str | None:
+    """When the student's kv_bytes_per_token of `config` is itself wrong, what is wrong with it; else None (the
+    function under test is then at fault, not the count it builds on)."""
+    try:
+        actual = student.kv_memory.kv_bytes_per_token(dict(config), dtype_bytes)
+    except Exception as error:  # a student's exception of any type is a finding
+        return f"kv_bytes_per_token of this config raises {type(error).__name__} ({error}), though it is complete"
+    if actual == expected_bytes(config, dtype_bytes):
+        return None
+    cause = likely_cause(config, dtype_bytes, actual,
+                         probe=lambda changed: student.kv_memory.kv_bytes_per_token(dict(changed), dtype_bytes))
+    return f"kv_bytes_per_token of this config is wrong itself ({cause})"
+
+
 def gib_cause(actual: float, expected: float) -> str:
     """The factor a kv_cache_gib answer is likely off by, named (not its value)."""
     named = {2.0: "twice the contract's: K and V counted twice?", 0.5: "half the contract's: the factor 2 for K and V?",
@@ -75,10 +89,13 @@ def test_the_labs_table_in_gib(student: Any) -> None:
                 assert isinstance(actual, float), f"kv_cache_gib should return a float; got {type(actual).__name__}"
                 # More or less, and the likely factor, but not the factor itself: actual / factor would be a
                 # published model's byte count, a hidden answer.
-                assert abs(actual - expected) <= 1e-9 * expected, (
-                    f"kv_cache_gib({model}, seq_len={seq_len}, batch={batch}) returned {actual}, "
-                    f"{'more' if actual > expected else 'less'} than the contract's GiB{gib_cause(actual, expected)}. "
-                    "Likely cause: GiB is bytes / 2**30, unrounded, of kv_bytes_per_token * seq_len * batch")
+                if abs(actual - expected) <= 1e-9 * expected:
+                    continue
+                cause = (per_token_cause(student, spec.as_dict(), 2)
+                         or "GiB is bytes / 2**30, unrounded, of kv_bytes_per_token * seq_len * batch")
+                pytest.fail(f"kv_cache_gib({model}, seq_len={seq_len}, batch={batch}) returned {actual}, "
+                            f"{'more' if actual > expected else 'less'} than the contract's GiB"
+                            f"{gib_cause(actual, expected)}. Likely cause: {cause}", pytrace=False)
 
 
 @pytest.mark.task("kv_memory", points=1)
@@ -86,22 +103,32 @@ def test_the_labs_table_in_gib(student: Any) -> None:
 def test_max_batch_at_its_boundaries(student: Any, seq_len: int) -> None:
     config = boundary_config()
     per_sequence = expected_bytes(config, 2) * seq_len
-    weights = 987_654_321
+    # The offsets from an exact fit are drawn too, so that no argument is a sequence's bytes (or one less): a
+    # submission must not be able to read the answer off gpu_bytes - weight_bytes.
+    rng = np.random.default_rng(drawn(0, 2**31))
+    weights = 987_654_321 + int(rng.integers(0, 10**6))
+    rounding = "the answer is (gpu_bytes - weight_bytes) // (bytes per token * seq_len), rounded down, never up"
     for batch in (0, 1, 7, 40):
-        for slack, want in ((0, batch), (-1, batch - 1), (per_sequence - 1, batch)):
+        below, above = int(rng.integers(1, per_sequence)), int(rng.integers(1, per_sequence))
+        for slack, want in ((0, batch), (-below, batch - 1), (above, batch)):
             gpu = weights + batch * per_sequence + slack
             if gpu < 1 or want < 0:
                 continue
             actual = student.kv_memory.max_batch(dict(config), seq_len, gpu, weights)
+            if actual == want and type(actual) is int:
+                continue
             # Not how many fit, nor a sequence's bytes (the arguments give those away for this drawn config only).
-            assert actual == want, (
-                f"max_batch({describe(config)}, seq_len={seq_len}) with {gpu - weights:,} bytes beside the weights returned "
-                f"{actual!r}: " + ("not an int" if type(actual) is not int else "more sequences than fit"
-                                     if actual > want else "fewer sequences than fit")
-                + ". Likely cause: the answer is (gpu_bytes - weight_bytes) // (bytes per token * seq_len), rounded "
-                "down, never rounded up, and a sequence that exactly fits counts")
+            cause = (per_token_cause(student, config, 2) or (rounding + ", and a sequence that exactly fits counts"
+                                                             if slack == 0 else rounding))
+            pytest.fail(
+                f"max_batch({describe(config)}, seq_len={seq_len}, gpu_bytes={gpu:,}, weight_bytes={weights:,}) "
+                f"returned {actual!r}: " + ("not an int" if type(actual) is not int else "more sequences than fit"
+                                             if actual > want else "fewer sequences than fit") + f". Likely cause: {cause}",
+                pytrace=False)
     actual = student.kv_memory.max_batch(dict(config), seq_len, weights - 1, weights)
-    assert actual == 0, f"max_batch with weights larger than the GPU should be 0 (nothing fits); got {actual!r}"
+    assert actual == 0, (f"max_batch({describe(config)}, seq_len={seq_len}, gpu_bytes={weights - 1:,}, "
+                         f"weight_bytes={weights:,}) should be 0: weights larger than the GPU leave no room, nothing fits; "
+                         f"got {actual!r}")
 
 
 @pytest.mark.task("kv_memory", points=1)
@@ -110,33 +137,75 @@ def test_max_batch_of_an_mla_model(student: Any) -> None:
     gpu, weights = 8 * 141 * 10**9, spec.n_params  # eight 141 GB GPUs, FP8 weights (1 byte each)
     expected = (gpu - weights) // (expected_bytes(spec.config, 2) * 32768)
     actual = student.kv_memory.max_batch(spec.as_dict(), 32768, gpu, weights)
-    assert actual == expected, (
-        f"max_batch(DeepSeek-V3, seq_len=32768, 8 x 141 GB, FP8 weights) returned {actual!r}, "
-        f"{'too many' if isinstance(actual, int) and actual > expected else 'not the right count'}. Likely cause: "
-        "kv_bytes_per_token of an MLA config (see test_published_models)")
+    if actual != expected:
+        cause = (per_token_cause(student, spec.as_dict(), 2)
+                 or "the answer is (gpu_bytes - weight_bytes) // (bytes per token * seq_len), rounded down")
+        pytest.fail(
+            f"max_batch(DeepSeek-V3, seq_len=32768, gpu_bytes={gpu:,} (8 x 141 GB), weight_bytes={weights:,} (FP8)) "
+            f"returned {actual!r}, {'too many' if isinstance(actual, int) and actual > expected else 'not the right count'}"
+            f". Likely cause: {cause}", pytrace=False)
 
 
 SMALL = {"num_hidden_layers": 2, "num_attention_heads": 4, "head_dim": 8}
 HEAD_DIM_ONE = {"num_hidden_layers": 3, "hidden_size": 8, "num_attention_heads": 8}
-# (function, arguments, ValueError or the right answer, what the case is, the likely cause of a wrong answer).
+PER_LAYER_ONLY = {"hidden_size": 64, "num_attention_heads": 4, "num_key_value_heads": 2}
+MLA_ONLY = {"num_hidden_layers": 3, "kv_lora_rank": 128, "qk_rope_head_dim": 32}
+NO_QUERY_HEADS = {"num_hidden_layers": 2, "num_key_value_heads": 2, "head_dim": 16}
+BOOL = "bool is not an int here (the module docstring)"
+CHECKED_FIRST = ("every argument and required field is checked before anything is computed: a ValueError even "
+                 "where the answer would otherwise be 0")
+
+
+class Either:
+    """The count `value`, or a ValueError: both are accepted (the docstring says so)."""
+
+    def __init__(self, value: int) -> None:
+        self.value = value
+
+    def __repr__(self) -> str:
+        return f"{self.value} or ValueError"
+
+
+# (function, arguments, ValueError, the right answer or Either, what the case is, the rule it checks).
 EDGES = [
-    ("kv_bytes_per_token", ({"hidden_size": 512},), ValueError, "num_attention_heads and num_hidden_layers missing", ""),
+    ("kv_bytes_per_token", ({"hidden_size": 512},), ValueError, "num_attention_heads and num_hidden_layers missing",
+     "a required field that is missing is a ValueError naming it"),
     ("kv_bytes_per_token", ({"num_hidden_layers": 2, "num_attention_heads": 4},), ValueError,
-     "hidden_size missing with no head_dim", ""),
+     "hidden_size missing with no head_dim", "hidden_size is required when head_dim is absent"),
     ("kv_bytes_per_token", ({"num_hidden_layers": 2.0, "num_attention_heads": 4, "head_dim": 8},), ValueError,
-     "float num_hidden_layers", ""),
-    ("kv_bytes_per_token", ({"num_hidden_layers": 2, "kv_lora_rank": 64},), ValueError, "MLA without qk_rope_head_dim", ""),
+     "float num_hidden_layers", "every count must be a positive int"),
+    ("kv_bytes_per_token", ({"num_hidden_layers": 2, "kv_lora_rank": 64},), ValueError, "MLA without qk_rope_head_dim",
+     "MLA requires kv_lora_rank and qk_rope_head_dim"),
     ("kv_bytes_per_token", ({"num_hidden_layers": 2, "hidden_size": 6, "num_attention_heads": 8},), ValueError,
-     "hidden_size smaller than num_attention_heads and no head_dim (hidden_size // num_attention_heads is 0)", ""),
-    ("kv_bytes_per_token", (SMALL, 0), ValueError, "dtype_bytes 0", ""),
-    ("kv_cache_gib", (SMALL, 16, -2), ValueError, "batch -2", ""),
-    ("kv_cache_gib", (SMALL, -16, 2), ValueError, "seq_len -16", ""),
-    ("max_batch", (SMALL, 16, 0, 0), ValueError, "gpu_bytes 0", ""),
-    ("max_batch", (SMALL, 16, 10**9, 1.5), ValueError, "float weight_bytes", ""),
-    ("max_batch", (SMALL, 16, 10**9, -1), ValueError, "weight_bytes -1", ""),
-    ("max_batch", (SMALL, 1.5, 10**9, 0), ValueError, "float seq_len", ""),
+     "hidden_size smaller than num_attention_heads and no head_dim (hidden_size // num_attention_heads is 0)",
+     "a derived head_dim must be at least 1"),
+    ("kv_bytes_per_token", (SMALL, 0), ValueError, "dtype_bytes 0", "every count must be a positive int"),
+    ("kv_cache_gib", (SMALL, 16, -2), ValueError, "batch -2", "every count must be a positive int"),
+    ("kv_cache_gib", (SMALL, -16, 2), ValueError, "seq_len -16", "every count must be a positive int"),
+    ("kv_cache_gib", (SMALL, 16, True), ValueError, "batch True", BOOL),
+    ("max_batch", (SMALL, 16, 0, 0), ValueError, "gpu_bytes 0", "every count must be a positive int"),
+    ("max_batch", (SMALL, 16, 10**9, 1.5), ValueError, "float weight_bytes", "weight_bytes must be an int >= 0"),
+    ("max_batch", (SMALL, 16, 10**9, -1), ValueError, "weight_bytes -1", "weight_bytes must be an int >= 0"),
+    ("max_batch", (SMALL, 1.5, 10**9, 0), ValueError, "float seq_len", "every count must be a positive int"),
+    ("max_batch", (SMALL, True, 10**9, 0), ValueError, "seq_len True", BOOL),
+    ("max_batch", (SMALL, 16, True, 0), ValueError, "gpu_bytes True", BOOL),
+    ("max_batch", (SMALL, 16, 10**9, False), ValueError, "weight_bytes False", BOOL + ": False is not a weight_bytes of 0"),
+    ("max_batch", (SMALL, 16, 10**9, 0, True), ValueError, "dtype_bytes True", BOOL),
+    ("max_batch", (SMALL, True, -5, 0), ValueError, "seq_len True and gpu_bytes -5", BOOL + ", and -5 is not positive"),
+    ("max_batch", ({"hidden_size": 512}, 16, 1000, 10**9), ValueError,
+     "an incomplete config with weights larger than the GPU", CHECKED_FIRST),
+    ("max_batch", (SMALL, 16, 1000, 10**9, 0), ValueError, "dtype_bytes 0 with weights larger than the GPU",
+     CHECKED_FIRST),
     ("kv_bytes_per_token", (HEAD_DIM_ONE,), expected_bytes(HEAD_DIM_ONE, 2),
      "hidden_size equal to num_attention_heads (head_dim 1)", "a head_dim of 1 is valid: only 0 is refused"),
+    ("kv_values_per_token_per_layer", (PER_LAYER_ONLY,), 2 * 2 * (64 // 4), "a config without num_hidden_layers",
+     "kv_values_per_token_per_layer counts one layer: num_hidden_layers is not required there"),
+    ("kv_bytes_per_token", (MLA_ONLY,), expected_bytes(MLA_ONLY, 2), "an MLA config with no heads, hidden_size or head_dim",
+     "MLA reads only num_hidden_layers, kv_lora_rank and qk_rope_head_dim: no other field is required"),
+    ("kv_bytes_per_token", (NO_QUERY_HEADS,), Either(expected_bytes(NO_QUERY_HEADS, 2)),
+     "num_key_value_heads and head_dim given, num_attention_heads absent",
+     "either a ValueError naming num_attention_heads or the count 2 * num_hidden_layers * num_key_value_heads * "
+     "head_dim * dtype_bytes"),
     ("kv_cache_gib", (SMALL, 16, 3, 4), expected_bytes(SMALL, 4) * 16 * 3 / 2**30, "dtype_bytes 4",
      "dtype_bytes is passed on to kv_bytes_per_token"),
     ("max_batch", (SMALL, 16, 10**6 + 3, 0), (10**6 + 3) // (expected_bytes(SMALL, 2) * 16), "weight_bytes 0",
@@ -146,28 +215,43 @@ EDGES = [
 ]
 
 
+def shown(call: str, args: tuple) -> str:
+    """The call with its arguments, as the student would write it."""
+    return f"{call}({', '.join(map(repr, args))})"
+
+
+def wrong_cause(student: Any, call: str, args: tuple, rule: str) -> str:
+    """Why a count is wrong: the per-token count it builds on when that is wrong itself, else the case's rule."""
+    config = args[0]
+    if call in ("kv_cache_gib", "max_batch"):
+        dtype_bytes = args[3] if call == "kv_cache_gib" and len(args) > 3 else args[4] if len(args) > 4 else 2
+        return per_token_cause(student, config, dtype_bytes) or rule
+    return rule
+
+
 @pytest.mark.task("kv_memory", points=2 / len(EDGES))
-@pytest.mark.parametrize(("call", "args", "want", "why", "cause"), EDGES, ids=[e[3] for e in EDGES])
-def test_edge_cases(student: Any, call: str, args: tuple, want: Any, why: str, cause: str) -> None:
+@pytest.mark.parametrize(("call", "args", "want", "why", "rule"), EDGES, ids=[e[3] for e in EDGES])
+def test_edge_cases(student: Any, call: str, args: tuple, want: Any, why: str, rule: str) -> None:
+    where = f"{shown(call, args)} ({why})"
     try:
         result = getattr(student.kv_memory, call)(*args)
     except ValueError as error:
-        if want is ValueError:
+        if want is ValueError or isinstance(want, Either):
             return
-        pytest.fail(f"{call} with {why} raised ValueError: {error}; it is valid input. Likely cause: {cause}",
-                    pytrace=False)
+        pytest.fail(f"{where} raised ValueError: {error}; it is valid input. Likely cause: {rule}", pytrace=False)
     except Exception as error:  # a student's exception of any type is a finding
-        pytest.fail(f"{call} with {why} should {'raise ValueError' if want is ValueError else 'return a count'}; it "
-                    f"raised {type(error).__name__}: {error}", pytrace=False)
+        pytest.fail(f"{where} should {'raise ValueError' if want is ValueError else 'return a count'}; it "
+                    f"raised {type(error).__name__}: {error}. The rule: {rule}", pytrace=False)
     if want is ValueError:
-        pytest.fail(f"{call} with {why} should raise ValueError (see the module docstring); it returned {result!r}",
-                    pytrace=False)
+        pytest.fail(f"{where} should raise ValueError; it returned {result!r}. The rule: {rule}", pytrace=False)
+    if isinstance(want, Either):
+        want = want.value
     close = isinstance(result, (int, float)) and not isinstance(result, bool) and abs(result - want) <= 1e-12 * abs(want)
     assert close and type(result) is type(want), (
-        f"{call} with {why} returned {result!r}, "
-        + (f"a {type(result).__name__}" if close else
+        f"{where} returned {result!r}, "
+        + (f"a {type(result).__name__}, not a {type(want).__name__}" if close else
            # A factor would give back a small count exactly: only the direction for ints.
            ("more than expected" if result > want else "less than expected") if type(want) is int
            and isinstance(result, (int, float)) else
            f"off by a factor {result / want:.4g}" if isinstance(result, (int, float)) and want else "which is wrong")
-        + f". Likely cause: {cause}")
+        + f". Likely cause: {wrong_cause(student, call, args, rule) if not close else 'the type the docstring gives'}")

@@ -20,9 +20,10 @@ def tokens(seed: int, n: int, low: int = 0) -> list[int]:
 COMMON = tokens(1, 3 * BS)
 
 
-def run_walk(student: Any, n_blocks: int, ops: list[tuple], what: str, caching: bool = True) -> None:
-    manager = student.block_manager.BlockManager(n_blocks, BS, caching)
-    problem = walk_problem(student, manager, RefManager(n_blocks, BS, caching), ops, what)
+def run_walk(student: Any, n_blocks: int, ops: list[tuple], what: str, caching: bool = True,
+             block_size: int = BS) -> None:
+    manager = student.block_manager.BlockManager(n_blocks, block_size, caching)
+    problem = walk_problem(student, manager, RefManager(n_blocks, block_size, caching), ops, what)
     assert problem is None, problem
 
 
@@ -58,12 +59,30 @@ def test_admission_that_does_not_fit_changes_nothing(student: Any) -> None:
 
 @pytest.mark.task("prefix_hits", points=2)
 def test_caching_off(student: Any) -> None:
+    # c decodes past two block ends: with caching off, the blocks it fills stay unhashed too.
     ops = [("allocate", "a", COMMON + tokens(2, 3)), ("allocate", "b", COMMON + tokens(3, 5)), ("free", "a"),
-           ("free", "b"), ("allocate", "c", COMMON + tokens(2, 3))]
-    run_walk(student, 12, ops, "the shared-prefix walk with enable_caching=False", caching=False)
+           ("free", "b"), ("allocate", "c", COMMON + tokens(2, 3)), ("append", "c", [1]),
+           ("append", "c", tokens(10, BS + 1))]
+    run_walk(student, 12, ops, "the shared-prefix walk with enable_caching=False, then decoding", caching=False)
 
 
-@pytest.mark.task("prefix_hits", points=2)
+# Block size 2 on 6 blocks. P's hashes h1, h2, h3 end up cached in free blocks 2, 3, 4 while h0 is evicted; when P
+# comes again, its five new blocks are popped 4, 3, 2, 1, 0. Popping all before hashing caches h0 .. h3 in the new
+# blocks; hashing each as it is popped finds h1 still cached (in block 2, popped next), so it is cached nowhere and
+# a third P hits 2 tokens instead of 8.
+P = tokens(50, 9)
+POP_THEN_HASH = [("allocate", "z", P[:2]), ("allocate", "a", P[:2]), ("append", "a", P[2:8]), ("free", "z"),
+                 ("free", "a"), ("allocate", "w", tokens(51, 4)), ("free", "w"), ("allocate", "p", P), ("free", "p"),
+                 ("allocate", "q", P)]
+
+
+@pytest.mark.task("prefix_hits", points=1)
+def test_new_blocks_are_popped_before_any_is_hashed(student: Any) -> None:
+    run_walk(student, 6, POP_THEN_HASH, "a 9-token prompt whose later hashes are cached in the blocks it pops "
+             "(BlockManager(6, 2))", block_size=2)
+
+
+@pytest.mark.task("prefix_hits", points=1.25)
 @pytest.mark.parametrize("seed", [11, 12])
 def test_random_walk(student: Any, seed: int) -> None:
     rng = np.random.default_rng(seed)
@@ -98,12 +117,25 @@ def test_block_hashes_are_lecture_7s_chain(student: Any) -> None:
         got = list(student.block_manager.block_hashes(form, BS))
         want = chained_hashes(prompt, BS)
         assert got == want, (
-            f"block_hashes of a {len(prompt)}-token prompt ({type(form).__name__}) at block size {BS} gave {len(got)} "
+            f"block_hashes({prompt} as a {type(form).__name__}"
+            f"{'' if isinstance(form, (list, tuple)) else ' of ' + str(form.dtype)}, {BS}) gave {len(got)} "
             f"digests differing from lecture 7's chain: one SHA-256 hex digest per FULL block, digest i covering "
             "the parent and blocks 0 .. i, the tokens as little-endian int64 values")
     head = chained_hashes(prompt[:BS], BS)[-1]
     got = list(student.block_manager.block_hashes(prompt[BS:], BS, parent=head))
-    assert got == chained_hashes(prompt, BS)[1:], "block_hashes(b, n, parent=last digest of a) must continue the chain of a"
+    assert got == chained_hashes(prompt, BS)[1:], (
+        f"block_hashes({prompt[BS:]}, {BS}, parent=block_hashes({prompt[:BS]}, {BS})[-1]) does not continue the chain "
+        f"of the whole prompt: block_hashes(b, n, parent=last digest of a) must equal block_hashes(a + b, n)[len(a) // n:]")
+    signed = [-1, -50_000, 3, -(2**40), 0, 7, -2, 1]
+    try:
+        got = list(student.block_manager.block_hashes(signed, BS))
+    except Exception as error:  # a student's exception of any type is a finding
+        pytest.fail(f"block_hashes({signed}, {BS}) raised {type(error).__name__}: {error}. Likely cause: negative "
+                    "integers are integers: block_hashes hashes them like any other value (as int64) and never refuses "
+                    "them (allocate and append_tokens refuse token ids < 0, not block_hashes)", pytrace=False)
+    assert got == chained_hashes(signed, BS), (
+        f"block_hashes({signed}, {BS}) gave digests other than lecture 7's chain: negative token ids are hashed like "
+        "any other value, as little-endian int64 (two's complement)")
 
 
 # (what is called, call(block_manager module, a manager holding request "a" of 3 tokens), the exception it raises).
@@ -116,6 +148,10 @@ EDGES = [
     ("allocate of a request id that already holds blocks", lambda bm, m: m.allocate("a", [4]), ValueError),
     ("allocate of an empty prompt", lambda bm, m: m.allocate("b", []), ValueError),
     ("allocate of a prompt with a negative token", lambda bm, m: m.allocate("c", [5, -3, 2]), ValueError),
+    ("allocate of a bad prompt when there is no room (checks come first, never None)",
+     lambda bm, m: m.allocate("d", [1.5] * 40), ValueError),
+    ("allocate of a negative token under a request id that already holds blocks", lambda bm, m: m.allocate("a", [-1]),
+     ValueError),
 ]
 
 
