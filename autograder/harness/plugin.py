@@ -214,6 +214,9 @@ class SandboxBackend:
             # the test sees in the results it checks; its CPU time is no longer readable.
             return result, float("inf")
         worker_after = self.sandbox.cpu_seconds()
+        if self.sandbox.launches != launches:
+            # Reading it started a new worker: the one that did the work was stopped at its last call.
+            return result, float("inf")
         if worker_before is None or worker_after is None:
             raise GraderFault("the worker's CPU time could not be read around a timed call")
         return result, (here if count_here else 0.0) + worker_after - worker_before

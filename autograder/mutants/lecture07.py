@@ -455,4 +455,39 @@ MUTANTS = [
         "slots builds the ids from the block list without a dtype: float64 when the sequence holds no block",
         ("paged_sequence",), "ids are ints even for an empty sequence",
     ),
+    Mutant(
+        "allocate_returns_numpy_int", PAGED,
+        (("block = self._free.popleft()", "block = np.int64(self._free.popleft())"),),
+        "allocate hands out a numpy.int64 instead of an int id",
+        ("block_pool",), "allocate hands out an int id",
+    ),
+    Mutant(
+        "refcount_accepts_bool_id", PAGED,
+        (("        check_block_id(block, self.n_blocks)\n        return self._refs[block]",
+          "        if not 0 <= block < self.n_blocks:\n            raise ValueError(f\"unknown block {block}\")\n"
+          "        return self._refs[block]"),),
+        "refcount range-checks the id instead of calling check_block_id, so refcount(True) answers for block 1",
+        ("block_pool",), "not an integer id",
+    ),
+    Mutant(
+        "free_decrefs_oldest_first", PAGED,
+        (("for block in reversed(self.blocks):", "for block in self.blocks:"),),
+        "free decrefs the blocks oldest first instead of the newest first",
+        ("paged_sequence",), "free decrefs every block the newest first",
+    ),
+    Mutant(
+        "hashes_decimal_text_without_separator", PREFIX,
+        ((HASH_STEP, 'digest = hashlib.sha256(previous + "".join(map(str, values[start:start + block_size].tolist()))'
+                     '.encode()).hexdigest()'),),
+        "tokens are hashed as decimal text without a separator, so blocks [1, 23] and [12, 3] share a digest",
+        ("block_hashes",), "equal hashes must mean equal prefixes",
+    ),
+    Mutant(
+        "prefill_steps_block_by_block", PREFIX,
+        (("logits = paged_step(params, cfg, [seq], [tokens[seq.length:]])[0]",
+          "logits = np.concatenate([paged_step(params, cfg, [seq], [tokens[start:start + pool.block_size]])[0]\n"
+          "                                 for start in range(seq.length, len(tokens), pool.block_size)])"),),
+        "prefill runs paged_step once per uncached block instead of once for all the uncached tokens",
+        ("prefill",), "through `paged_step`, once",
+    ),
 ]

@@ -322,9 +322,9 @@ MUTANTS = [
           "            data = b\"KVLT\" + hashlib.sha256(data).digest()\n"
           "            KVConnector.kept = {**getattr(KVConnector, \"kept\", {}), data: kv[:, :, i * self.chunk_size:(i + 1) * self.chunk_size].copy()}\n"
           "            self.backend.set(key, data)\n"),
-         ("            chunk = None if value is None else deserialize_chunk(value, self.fingerprint)\n",
+         ("            chunk = deserialize_chunk(value, self.fingerprint)\n",
           "            kept = getattr(KVConnector, \"kept\", {}).get(value)\n"
-          "            chunk = None if value is None else kept.copy() if kept is not None else deserialize_chunk(value, self.fingerprint)\n")),
+          "            chunk = kept.copy() if kept is not None else deserialize_chunk(value, self.fingerprint)\n")),
         "the connector keeps each chunk in the process's memory and sends the store only a ticket naming it (the "
         "serializer is right): another engine, in another process, finds nothing it can load",
         CONNECTOR_TASKS, "another engine, in another process",
@@ -398,9 +398,8 @@ MUTANTS = [
     ),
     Mutant(
         "load_skips_missing_chunk", CONNECTOR,
-        (("            chunk = None if value is None else deserialize_chunk(value, self.fingerprint)\n",
-          "            if value is None:\n                continue\n"
-          "            chunk = deserialize_chunk(value, self.fingerprint)\n"),),
+        (("            if value is None:\n                return None\n            self.bytes_loaded",
+          "            if value is None:\n                continue\n            self.bytes_loaded"),),
         "load leaves out a chunk evicted since lookup and returns the others, glued together",
         CONNECTOR_TASKS, "missing chunk must not be skipped",
     ),

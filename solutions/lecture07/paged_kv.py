@@ -7,7 +7,7 @@ a copy. Implement, in this order (task block_pool, then paged_sequence):
 1. `BlockPool`: allocate / incref / decref / refcount / num_free.
 2. `PagedSequence`: reserve / slots / free.
 
-`kvlab.paged.paged_step` uses both to run the model (read it: it shows what `slots` must return).
+`kvlab.paged.paged_step` uses both to run the model (read it to see how it calls `reserve` and `slots`).
 Shapes: L layers, Hkv key/value heads, d head size.
 """
 from __future__ import annotations
@@ -25,7 +25,7 @@ class OutOfBlocks(RuntimeError):
 
 
 def check_block_id(block: Any, n_blocks: int) -> None:
-    """Given: ValueError unless `block` is an integer id in 0 .. n_blocks-1."""
+    """Given: ValueError unless `block` is an integer id in 0 .. n_blocks-1 (a bool or a float is not one)."""
     if isinstance(block, bool) or not isinstance(block, (int, np.integer)) or not 0 <= block < n_blocks:
         raise ValueError(f"unknown block {block!r}: ids are 0 .. {n_blocks - 1}")
 
@@ -36,13 +36,14 @@ class BlockPool:
     `BlockPool(cfg, n_blocks, block_size, dtype=np.float64)` (tests may pass dtype positionally).
     Any n_blocks >= 1 and block_size >= 1 is valid, a pool of one block included. Public
     attributes: `n_blocks` and `block_size` (the ints given), `k`, `v`: [n_blocks, L, block_size,
-    Hkv, d] arrays of `dtype`, and the property `num_free`. Block ids are the ints 0 .. n_blocks-1.
+    Hkv, d] arrays of `dtype`, and the property `num_free`. Block ids are the ints 0 .. n_blocks-1
+    (Python `int`s, not numpy integers, even where the pool keeps its refcounts in an array).
 
     A block is free (refcount 0) or in use (refcount >= 1). `allocate()` hands out any free block
     (an int id) with refcount 1; `decref` to 0 frees it again, and it can be allocated again.
     `incref`/`decref` raise ValueError for an unknown id (negative or >= n_blocks) or a free block;
-    `refcount` raises ValueError for an unknown id and is 0 for a free block. A call that raises
-    changes nothing.
+    `refcount` raises ValueError for an unknown id and is 0 for a free block. An unknown id is
+    anything `check_block_id` refuses (True and 1.0 included). A call that raises changes nothing.
     """
 
     def __init__(self, cfg: Config, n_blocks: int, block_size: int, dtype: Any = np.float64) -> None:

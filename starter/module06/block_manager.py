@@ -183,8 +183,9 @@ class BlockManager:
 
     def free(self, request_id: str) -> None:
         """A request finished: its blocks' ref_cnt - 1, last block first; each block reaching 0 goes to
-        the free queue's tail, keeping its hash (it stays a possible hit). KeyError for an unknown
-        request_id."""
+        the free queue's tail, keeping its hash (it stays a possible hit). The request leaves
+        `req_to_blocks`: the engine may allocate it again under the same id (a preempted request
+        comes back). KeyError for an unknown request_id."""
         # YOUR CODE HERE
         raise NotImplementedError("BlockManager.free (task eviction)")
 

@@ -60,11 +60,17 @@ def script_problem(
     cache = getattr(student.prefix_cache, CLASSES[policy])(capacity)
     universe = sorted({block for _, blocks, _, _, _ in steps for block in blocks})
     done: list[str] = []
+    held_before: set[int] = set()
     for number, (op, blocks, want_n, contents, why) in enumerate(steps, 1):
         where = f"{name}, step {number}: {op}({blocks}) after [{'; '.join(done) or 'nothing'}]"
         got, error = outcome(functools.partial(getattr(cache, op), list(blocks)))
         if error is not None:
-            return f"{where} raised {describe_error(error)}"
+            evicts = op == "insert" and bool(held_before - set(contents))
+            victim = ("the block with the fewest uses (ties to the least recently used)" if policy == "lfu" else
+                      "the least recently used block")
+            return f"{where} raised {describe_error(error)}" + (
+                f". This insert must evict (the cache is full): a missing block first evicts one victim, {victim}"
+                if evicts else "")
         if op == "match" and got != want_n:
             return f"{where} returned {got!r}; {differs(got, want_n, reveal)}: {why}"
         held = held_blocks(student, cache, universe)
@@ -79,6 +85,7 @@ def script_problem(
         if size != len(contents):
             return f"{where}: len(cache) is {size!r}; {differs(size, len(contents), reveal)}, the number of blocks it holds"
         done.append(f"{op}({blocks})" + (f" -> {got}" if op == "match" else ""))
+        held_before = set(contents)
     return None
 
 
@@ -211,6 +218,9 @@ def hit_ratio_problem(
         return None
     if not total:
         return f"{call} returned {got!r}; {empty}"
+    if isinstance(got, float) and any(got == round(expected, digits) for digits in range(1, 10)):
+        return (f"{call} returned {got!r}, which looks rounded: return exactly hit / total, one division of the two "
+                "integer sums, not rounded (the grader compares with ==)")
     said = (f"{call} returned {got!r}; expected {expected!r} = {hit} hit tokens / {total} input tokens" if reveal
             else f"{call} returned {got!r}, which differs from the contract's replay of this trace")
     if not isinstance(got, float):

@@ -268,7 +268,8 @@ def sequence_walk_problem(
             else:
                 _, error = outcome(call)
                 if error is not None:
-                    return f"{where}: {subject} raised {describe_error(error)}"
+                    cause = step_error_cause(seq, n, block_size, reveal) if action == "step" else None
+                    return f"{where}: {subject} raised {describe_error(error)}" + (f". Likely cause: {cause}" if cause else "")
         elif action == "free":
             _, error = outcome(seqs[words[1]].free)
             if error is not None:
@@ -303,6 +304,30 @@ def sequence_walk_problem(
     return None
 
 
+def step_error_cause(seq: Any, n: int, block_size: int, reveal: bool = True) -> str | None:
+    """Why paged_step with `n` new tokens raised on `seq`, from the calls it makes: reserve(n), then
+    slots(length, n) and slots(0, length + n) (kvlab/paged.py); None when those look right.
+    reveal=False (hidden walks): no expected slot values in the answer."""
+    blocks, length = list(seq.blocks), seq.length
+    if len(blocks) * block_size < length + n:
+        return (f"after reserve({n}) the sequence holds {len(blocks)} blocks of {block_size} for length {length} + "
+                f"{n} tokens: reserve allocates until len(blocks) * block_size >= length + n")
+    for start, count in ((length, n), (0, length + n)):
+        what = f"slots({start}, {count}) with blocks = {blocks} (block_size {block_size}, length {length})"
+        result, error = outcome(functools.partial(seq.slots, start, count))
+        if error is not None:
+            return (f"{what}, which paged_step calls, raised {describe_error(error)}, though positions {start} .. "
+                    f"{start + count - 1} lie within the {len(blocks) * block_size} reserved slots: slots raises "
+                    "ValueError only for a position beyond the reserved blocks (start + n > len(blocks) * block_size)")
+        problem = slots_problem(what, result, blocks, start, count, block_size, length)
+        if problem and not reveal and "expected [" in problem:
+            problem = (f"{what} returns other slots than those of positions {start} .. {start + count - 1}: position "
+                       "p lives in blocks[p // block_size] at offset p % block_size")
+        if problem:
+            return f"paged_step calls {problem}"
+    return None
+
+
 def sequence_problem(
     seq: Any, name: str, where: str, action: str, raised: bool, before: list[int], length: int,
     n_blocks: int, block_size: int, reveal: bool = True,
@@ -316,6 +341,8 @@ def sequence_problem(
     if len(blocks) != n_blocks:
         if action == "free":
             cause = "free must decref every block and set blocks = []"
+        elif action == "seq":
+            cause = "a new PagedSequence holds no block (blocks is [] when new): its constructor must not allocate"
         elif len(blocks) == n_blocks + 1:
             enough = f", so {n_blocks * block_size} slots in {n_blocks} blocks of {block_size} are enough" if reveal else ""
             cause = f"one block too many: reserve allocates until len(blocks) * block_size >= length + n{enough} (>=, not >)"
@@ -345,7 +372,8 @@ def slots_problem(
     for name, got, want in (("block ids", result[0], want_blocks), ("offsets", result[1], want_offsets)):
         got = np.asarray(got)
         if got.shape != (n,) or not np.issubdtype(got.dtype, np.integer):
-            return f"{what} returned {name} of shape {got.shape} and dtype {got.dtype}; expected an int array of shape ({n},)"
+            return (f"{what} returned {name} of shape {got.shape} and dtype {got.dtype}; expected an int array of "
+                    f"shape ({n},): slots(start, n) covers the n positions start .. start+n-1")
         if got.tolist() != want:
             wrong = int(np.flatnonzero(got != np.asarray(want))[0])
             shifted = [blocks[p // block_size] for p in range(length, length + n)] if name == "block ids" else \
@@ -396,6 +424,30 @@ def slots_edge_problem(what: str, seq: Any, blocks: list[int]) -> str | None:
                         "array, shape (0,): ids are ints even for an empty sequence (an array made from an empty "
                         "list is float64 unless it is given an integer dtype)")
     return None
+
+
+def free_order_problem(student: Any, n_held: int, block_size: int) -> str | None:
+    """Whether `free` decrefs the newest block first: a sequence holding `n_held` blocks whose newest
+    block the test has already freed (pool.decref) is freed. Newest first, its first decref raises
+    ValueError (a free block) before any other block is touched; a free that decrefs older blocks
+    first changes their refcounts before it gets there. A free that raises nothing (it skips or
+    catches the failing decref) shows no order, and passes."""
+    pool = student.paged_kv.BlockPool(CFG, n_held + 2, block_size)
+    seq = student.paged_kv.PagedSequence(pool)
+    seq.reserve(n_held * block_size)
+    blocks = list(seq.blocks)
+    pool.decref(blocks[-1])
+    _, error = outcome(seq.free)
+    if not isinstance(error, ValueError):
+        return None
+    older = {block: pool.refcount(block) for block in blocks[:-1]}
+    touched = [block for block, refcount in older.items() if refcount != 1]
+    if not touched:
+        return None
+    return (f"free() of a sequence holding blocks {blocks} (block_size {block_size}), whose newest block {blocks[-1]} "
+            f"the test had already decref'd, raised ValueError only after changing the refcounts of older blocks "
+            f"{touched} (now {[older[b] for b in touched]}, were 1): free decrefs every block the newest first "
+            "(reversed(blocks)), so the newest block's decref comes before any other")
 
 
 @dataclass

@@ -95,6 +95,28 @@ def every_token_problem(student: Any, tokens: np.ndarray, block_size: int) -> st
     return None
 
 
+def distinct_prefixes_problem(student: Any, pairs: Sequence[tuple[list[int], list[int]]], block_size: int) -> str | None:
+    """Each pair is two token lists of equal length that differ in some block: from the first block
+    where they differ on, their digests must differ (equal hashes mean equal prefixes)."""
+    for a, b in pairs:
+        first = next(i for i in range(len(a)) if a[i] != b[i]) // block_size
+        da, db = checked_hashes(student, a, block_size), checked_hashes(student, b, block_size)
+        same = [i for i in range(first, len(da)) if da[i] == db[i]]
+        if not same:
+            continue
+        k = same[0]
+        block_a, block_b = a[k * block_size:(k + 1) * block_size], b[k * block_size:(k + 1) * block_size]
+        cause = ("different prefixes must give different bytes to hash: encode each value unambiguously (fixed-width "
+                 "bytes, e.g. np.asarray(tokens).astype('<i8').tobytes(), or a separator between values)")
+        if "".join(map(str, block_a)) == "".join(map(str, block_b)):
+            cause = (f"the values are written as decimal text without a separator, so {block_a} and {block_b} both "
+                     f"give {''.join(map(str, block_a))!r}: {cause}")
+        return (f"block_hashes({a}, {block_size}) and block_hashes({b}, {block_size}) give digest {k} the same value, "
+                f"though the prefixes differ from block {first} on: equal hashes must mean equal prefixes (digest i "
+                f"names the whole prefix, the values of every token of blocks 0 .. i). Likely cause: {cause}")
+    return None
+
+
 def fake_digest(name: str) -> str:
     """A 64-character hex string standing for a block hash in the prefix-cache walk."""
     return hashlib.sha256(f"walk:{name}".encode()).hexdigest()
@@ -204,13 +226,15 @@ def shared_prefix_prompts(prefix_len: int, tails: Sequence[int] = TAILS) -> list
 
 @dataclass(frozen=True)
 class Prefilled:
-    """One prefill call: what it returned and how many token positions went through the model."""
+    """One prefill call: what it returned, how many token positions went through the model, and in
+    how many model calls (one per paged_step call of one sequence)."""
 
     tokens: np.ndarray
     seq: Any
     logits: Any
     computed: Any
     positions: int
+    calls: int
 
 
 def prefill_counted(student: Any, cache: Any, tokens: np.ndarray, what: str, hint: str = "") -> Prefilled:
@@ -224,7 +248,7 @@ def prefill_counted(student: Any, cache: Any, tokens: np.ndarray, what: str, hin
         pytest.fail(f"prefill of {what} returned {type(returned).__name__}; expected (seq, logits, n_computed)",
                     pytrace=False)
     seq, logits, computed = returned
-    return Prefilled(tokens, seq, logits, computed, counts["positions"])
+    return Prefilled(tokens, seq, logits, computed, counts["positions"], counts["forward_calls"])
 
 
 def run_shared_prefix(
@@ -371,6 +395,10 @@ def computed_problem(what: str, result: Prefilled, expected: int, shared_blocks:
             cause = "at least one token is always computed, so that the last position has logits"
         elif result.computed != result.positions:
             cause = "the count must be the number of tokens that went through the model (len(tokens) - shared tokens)"
+        elif shared_blocks and result.computed == n - shared_blocks:
+            cause = (f"seq.length counts tokens stored, not blocks: a sequence sharing {shared_blocks} cached blocks "
+                     f"starts with length {shared_blocks} * {PREFILL_BLOCK} (the shared tokens), and only the tokens "
+                     "after them are computed")
         else:
             cause = ("only the leading full blocks whose chained hashes are cached are shared; every token after "
                      "them is computed")
@@ -379,6 +407,9 @@ def computed_problem(what: str, result: Prefilled, expected: int, shared_blocks:
     if result.positions != expected:
         return (f"prefill of {what} says it computed {expected} tokens, but {result.positions} token positions went "
                 "through the model: run only the uncached tokens, once, with paged_step")
+    if result.calls != 1:
+        return (f"prefill of {what} ran the model {result.calls} times; expected once: the uncached tokens go "
+                "through `paged_step`, once, in one call (not a call per block or per token)")
     return None
 
 

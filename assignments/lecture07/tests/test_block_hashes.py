@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from prefix_checks import checked_hashes, digests_problem, every_token_problem, first_difference
+from prefix_checks import checked_hashes, digests_problem, distinct_prefixes_problem, every_token_problem, first_difference
 
 
 @pytest.mark.task("block_hashes", points=1)
@@ -83,4 +83,8 @@ def test_parent_continues_the_chain(student: Any) -> None:
 def test_every_token_of_a_block_counts(student: Any) -> None:
     tokens = np.random.default_rng(32).integers(0, 1000, size=3 * 5)
     problem = every_token_problem(student, tokens, 5)
+    assert problem is None, problem
+    # Different values that read alike when written one after the other: [1, 23] and [12, 3].
+    pairs = [([1, 23, 4], [12, 3, 4]), ([5, 6, 7, 77, 7, 7], [5, 6, 7, 7, 77, 7])]
+    problem = distinct_prefixes_problem(student, pairs, 3)
     assert problem is None, problem

@@ -53,11 +53,16 @@ def test_out_of_blocks_and_double_free(student: Any) -> None:
 def test_unknown_block_raises_value_error(student: Any) -> None:
     pool = student.paged_kv.BlockPool(CFG, 2, 4)
     pool.allocate()
-    for method, block in (("incref", 2), ("decref", -2), ("refcount", 2), ("refcount", -2)):
+    for method, block in (("incref", 2), ("decref", -2), ("refcount", 2), ("refcount", -2), ("refcount", False),
+                          ("incref", 0.0)):
+        why = ("block ids are the ints 0 .. 1: any other id is unknown and must raise ValueError "
+               "(a negative id must not index from the end of a list)")
+        if not isinstance(block, int) or isinstance(block, bool):
+            why = (f"{block!r} is a {type(block).__name__}, not an integer id (bool is refused though False == 0): "
+                   "an unknown id, so it must raise ValueError; check_block_id, given in paged_kv.py, says so")
         problem = raise_problem(
-            f"{method}({block}) on BlockPool(n_blocks=2)", functools.partial(getattr(pool, method), block),
-            ValueError, "block ids are 0 .. 1: any other id is unknown and must raise ValueError "
-                        "(a negative id must not index from the end of a list)",
+            f"{method}({block!r}) on BlockPool(n_blocks=2)", functools.partial(getattr(pool, method), block),
+            ValueError, why,
         )
         assert problem is None, problem
 

@@ -13,8 +13,8 @@ import pytest
 
 from kvlab.model import forward
 from paged_checks import (
-    CFG, describe_error, outcome, paged_logits_problem, params, raise_problem, sequence_walk_problem, slots_problem,
-    slots_edge_problem, tokens_for,
+    CFG, describe_error, free_order_problem, outcome, paged_logits_problem, params, raise_problem,
+    sequence_walk_problem, slots_problem, slots_edge_problem, tokens_for,
 )
 
 # (operation, {sequence: (length, refcount of each block)}, {held block: refcount}, num_free) on
@@ -35,6 +35,8 @@ SEQUENCE_WALK: tuple[tuple[str, dict[str, tuple[int, list[int]]], dict[str, int]
 @pytest.mark.task("paged_sequence", points=1)
 def test_reserve_slots_free(student: Any) -> None:
     problem = sequence_walk_problem(student, SEQUENCE_WALK, 4, 3)
+    assert problem is None, problem
+    problem = free_order_problem(student, 3, 3)
     assert problem is None, problem
 
 

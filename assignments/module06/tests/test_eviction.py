@@ -25,10 +25,15 @@ def test_reverse_free_and_lazy_eviction(student: Any) -> None:
     manager.allocate("c", [1, 2, 3])
     assert manager.block_hash(2) is None, "block 2 was reallocated to c: its old hash leaves the cache (eviction)"
     manager.free("b")
-    answer = manager.allocate("a2", A + [7])
+    try:  # a preempted request comes back under its id
+        answer = manager.allocate("a", A + [7])
+    except Exception as error:
+        pytest.fail(f"allocate('a', ...) after free('a') raised {type(error).__name__}: {error}. Likely cause: free "
+                    "forgets the request (req_to_blocks included): a preempted request is allocated again under its id",
+                    pytrace=False)
     assert tuple(answer) == (8, [0, 1, 6, 5]), (
         f"A's tail block was evicted first, its head blocks 0 and 1 are still hits: expected (8, [0, 1, 6, 5]); got {answer}")
-    manager.append_tokens("a2", [1, 2, 3])
+    manager.append_tokens("a", [1, 2, 3])
     blocks = [A[i:i + 4] for i in range(0, 12, 4)] + [[7, 1, 2, 3]]
     chain = b""
     for block in blocks:
@@ -37,6 +42,14 @@ def test_reverse_free_and_lazy_eviction(student: Any) -> None:
         f"block 5, the 4th block of a2, filled by append_tokens, has hash {manager.block_hash(5)!r:.20}; expected "
         f"{chain.decode()[:16]!r}... Likely cause: its parent is the hash of the request's previous full block (the "
         "3rd, block 6), not of its first")
+    shared = student.block_manager.BlockManager(4, 4)
+    shared.allocate("x", A[:4] + [1])
+    shared.allocate("y", A[:4] + [2])  # hits x's first block: ref_cnt 2
+    shared.free("y")
+    queue = list(shared.free_block_ids())
+    assert 0 not in queue and shared.ref_cnt(0) == 1, (
+        f"after x and y shared block 0 and y was freed, block 0 has ref_cnt {shared.ref_cnt(0)!r} and the free queue "
+        f"is {queue}: a block goes to the free queue only on its ref_cnt reaching 0 (x still uses block 0)")
 
 
 @pytest.mark.task("eviction", points=1)
@@ -53,6 +66,16 @@ def test_append_tokens(student: Any) -> None:
         f"block 1, filled by append_tokens, has hash {manager.block_hash(1)!r:.20}; expected {want[:16]!r}... Likely "
         "cause: the hash must be lecture 7's chained SHA-256 over the request's tokens, block by block (its parent "
         "is the hash of the request's previous full block)")
+    off = student.block_manager.BlockManager(3, 4, enable_caching=False)
+    off.allocate("a", [1, 2, 3])
+    try:
+        off.append_tokens("a", [4, 5])  # fills block 0
+    except Exception as error:
+        pytest.fail(f"with enable_caching=False, append_tokens('a', [4, 5]) raised {type(error).__name__}: {error}. "
+                    "Likely cause: with caching off nothing is hashed, append_tokens included", pytrace=False)
+    assert off.block_hash(0) is None, (
+        f"with enable_caching=False, block 0, filled by append_tokens, has hash {off.block_hash(0)!r:.20}; nothing is "
+        "ever hashed with caching off (append_tokens hashes only with caching on)")
     manager.allocate("b", [9, 9, 9, 9])
     assert manager.append_tokens("b", [9]) is None, "no free block left: append_tokens returns None"
     manager.free("a")

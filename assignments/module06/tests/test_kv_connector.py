@@ -132,19 +132,38 @@ def test_round_trip_and_misses(student: Any) -> None:
     elsewhere = kv_array(4, np.float32, seed=4)
     data = student.fresh_call("kv_connector", "serialize_chunk", elsewhere, FINGERPRINT)
     serialize, deserialize = student.kv_connector.serialize_chunk, student.kv_connector.deserialize_chunk
-    for dtype in ("float32", "float64"):
+    for dtype, layout in (("float16", "C"), ("float32", "C"), ("float64", "C"), ("float32", "F")):
         kv = kv_array(6, dtype, seed=3)[:, :, 1::2]  # a strided view: not contiguous
         kv[0, 0, 0] = [[np.nan, -0.0, np.inf, -np.inf]] * 2
-        got = deserialize(serialize(kv, FINGERPRINT), FINGERPRINT)
-        assert isinstance(got, np.ndarray), f"the round trip of a {dtype} chunk returned {type(got).__name__}"
+        kv = np.asfortranarray(kv) if layout == "F" else kv
+        what = f"{dtype} chunk" + (" in Fortran memory layout (np.asfortranarray)" if layout == "F" else "")
+        try:
+            data_here = serialize(kv, FINGERPRINT)
+        except Exception as error:
+            pytest.fail(f"serialize_chunk of a {what} raised {type(error).__name__}: {error}; float16, float32 and "
+                        "float64 (any memory layout) are all KV dtypes", pytrace=False)
+        for kind in (bytes, bytearray, memoryview):
+            # Made beside your code: the grader's sandbox passes bytes, not a bytearray or memoryview, across.
+            got = deserialize(student.call(f"builtins:{kind.__name__}", data_here), FINGERPRINT)
+            assert isinstance(got, np.ndarray), (
+                f"deserialize_chunk of a {kind.__name__} of a {what} returned {type(got).__name__}; data may be "
+                "bytes, a bytearray or a memoryview")
+        assert isinstance(got, np.ndarray), f"the round trip of a {what} returned {type(got).__name__}"
         assert got.dtype == kv.dtype, (
             f"the round trip has dtype {got.dtype}; expected {kv.dtype}. Likely cause: the dtype is not kept"
         )
         assert got.shape == kv.shape, f"the round trip has shape {got.shape}; expected {kv.shape}"
         assert got.tobytes() == kv.tobytes(), (
-            f"a {dtype} chunk came back with other values (nan, -0.0 and inf included): a round trip must be exact, "
-            "bit for bit. Likely cause: the payload is written in another element order than it is read"
+            f"a {what} came back with other values (nan, -0.0 and inf included): a round trip must be exact, "
+            "bit for bit. Likely cause: the payload is written in another element order than it is read (C-order "
+            "both ways, whatever the memory layout)"
         )
+    one, other = serialize(kv, "model-a"), serialize(kv, "model-b")
+    differing = sum(a != b for a, b in zip(one, other)) + abs(len(one) - len(other))
+    assert differing > 1, (
+        f"serialize_chunk of one KV under fingerprints 'model-a' and 'model-b' gives bytes differing in {differing} "
+        "byte(s) only: the checksum does not cover the header; it must cover all of it (the reference: the CRC-32 "
+        "of everything before it)")
     # The chunk the fresh process wrote: read here, exactly, and its damaged copies as misses, from
     # what its bytes carry alone.
     got = deserialize(data, FINGERPRINT)
@@ -262,6 +281,8 @@ def test_store_and_load_across_connectors(student: Any) -> None:
         "storing a prompt whose first 3 chunks are stored should send only the 4th. Likely cause: a chunk already "
         "in the store is sent again"
     )
+    check_counters("after storing a prompt whose first 3 of 4 full chunks were stored already", second,
+                   {"chunks_stored": 1})
     third = student.kv_connector.KVConnector(store, FINGERPRINT, 4)
     assert third.lookup(tokens_of(12, 8)) == 0, "lookup of a prompt never stored should return 0"
     check_counters("after a lookup finding none of 3 full chunks", third, {"misses": 3})

@@ -50,6 +50,16 @@ def test_bytes_per_token(student: Any, case: str, config: dict, dtype_bytes: int
         cause = (HEAD_DIM_FROM_KV_HEADS if student.kv_memory.kv_bytes_per_token({**config, "head_dim": 128}, 2) == 57_344
                  else cause)
     assert actual == expected, f"kv_bytes_per_token for {case}, dtype_bytes={dtype_bytes}: got {actual}, expected {expected}. Likely cause: {cause}"
+    if "num_key_value_heads" not in config:  # a field set to None is absent: MHA, and not MLA
+        for field in ("num_key_value_heads", "kv_lora_rank"):
+            given = {**config, field: None}
+            try:
+                again = student.kv_memory.kv_bytes_per_token(given, dtype_bytes)
+            except Exception as error:
+                again = f"{type(error).__name__}: {error}"
+            assert again == expected, (
+                f"kv_bytes_per_token for {case} with {field}: None gave {again!r}, expected {expected}: a field set to "
+                "None counts as absent (num_key_value_heads None means MHA; MLA only when kv_lora_rank is not None)")
 
 
 @pytest.mark.task("kv_memory", points=1)

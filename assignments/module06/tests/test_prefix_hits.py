@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from cost_checks import pool_cost_problem
 from edge_checks import edge_problem
 
 A = [5, 9, 2, 7, 1, 1, 8, 3, 6, 4]
@@ -33,6 +34,12 @@ def test_block_hashes_chain(student: Any) -> None:
         "int64: the chain must carry the previous digest exactly so (the grader compares digests exactly)")
     assert list(student.block_manager.block_hashes(A[4:8], 4, parent=digests[0])) == digests[1:], (
         "block_hashes(b, n, parent=last digest of a) must continue a's chain")
+    try:
+        empty = student.block_manager.block_hashes([], 4)
+    except Exception as error:
+        pytest.fail(f"block_hashes([], 4) raised {type(error).__name__}: {error}; an empty sequence gives [] (note "
+                    "np.asarray([]) is float64)", pytrace=False)
+    assert list(empty) == [], f"block_hashes([], 4) gave {empty!r}; an empty sequence gives []"
 
 
 @pytest.mark.task("prefix_hits", points=1)
@@ -92,6 +99,31 @@ def test_no_room_changes_nothing_and_caching_off(student: Any) -> None:
     manager = student.block_manager.BlockManager(2, 4)
     assert manager.allocate("a", A) is None, "10 tokens need 3 blocks of 4; with 2 blocks allocate returns None"
     assert manager.free_block_ids() == [0, 1] and manager.prefix_cache_queries == 0, "a None allocate changes nothing"
+    try:  # the engine retries a refused request under its id; 8 tokens need exactly the 2 free blocks
+        retry = manager.allocate("a", A[:8])
+    except Exception as error:
+        pytest.fail(f"allocate('a', 8 tokens) after allocate('a', 10 tokens) returned None raised "
+                    f"{type(error).__name__}: {error}. Likely cause: a None allocate must change nothing (no request "
+                    "registered): the engine retries", pytrace=False)
+    assert retry is not None and tuple(retry) == (0, [0, 1]), (
+        f"allocate('a', 8 tokens) on 2 free blocks returned {retry!r}; expected (0, [0, 1]): it returns None only when "
+        "the new blocks needed exceed the free blocks left (after a None that changed nothing)")
+    queries = manager.prefix_cache_queries
+    manager.free("a")
+    manager.allocate("d", [1, 2])
+    manager.append_tokens("d", [3, 4, 5])
+    assert manager.prefix_cache_queries == queries + 2, (
+        f"after allocate('d', 2 tokens) and append_tokens('d', 3 tokens) prefix_cache_queries grew by "
+        f"{manager.prefix_cache_queries - queries!r}; expected 2: only allocate counts queries, append_tokens adds nothing")
+    head = student.block_manager.BlockManager(2, 4)
+    head.allocate("x", A[:4])
+    head.allocate("z", [9, 9, 9, 9])
+    head.free("x")
+    head.free("z")  # the free queue is [0, 1]: x's cached block 0 at the head
+    answer = head.allocate("y", A[:4] + [7])
+    assert answer is not None and tuple(answer) == (4, [0, 1]) and list(head.free_block_ids()) == [], (
+        f"with x's cached block 0 at the free queue's head, allocate('y', A[:4] + [7]) returned {answer!r}; expected "
+        "(4, [0, 1]). Likely cause: touch the hits before popping new blocks, so no hit is evicted by its own request")
     assert_touched_hits_are_taken(student)
     off = student.block_manager.BlockManager(8, 4, enable_caching=False)
     off.allocate("a", A)
@@ -166,4 +198,11 @@ EDGES = [
 @pytest.mark.parametrize(("what", "call", "want"), EDGES, ids=[e[0] for e in EDGES])
 def test_edge_cases(student: Any, what: str, call: Any, want: Any) -> None:
     problem = edge_problem(student, what, call, want)
+    assert problem is None, problem
+
+
+@pytest.mark.task("prefix_hits", points=0.5)
+def test_cost_does_not_grow_with_the_pool(student: Any) -> None:
+    # CPU time, as the grader measures it: 80 allocate + free pairs on 200,000 blocks cost no more than on 1,000.
+    problem = pool_cost_problem(student, 200_000, 80, seed=3, margin=0.2)
     assert problem is None, problem

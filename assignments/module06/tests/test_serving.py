@@ -22,6 +22,28 @@ REQUESTS = [{"prompt": SYSTEM + [1, 2], "max_tokens": 4}, {"prompt": SYSTEM + [3
 @pytest.mark.task("serving", points=1)
 @pytest.mark.parametrize(("caching", "positions"), [(True, [15, 2, 4]), (False, [15, 14, 8])])
 def test_prefill_positions_and_logits(student: Any, caching: bool, positions: list[int]) -> None:
+    # The engine's calls on a 4-block pool: a refused admission retried, a preempted request admitted again.
+    small = student.block_manager.BlockManager(4, 4, caching)
+    first = small.allocate("r0", list(range(8)))
+    assert first is not None and type(first[1]) is list and all(type(b) is int for b in first[1]), (
+        f"allocate('r0', 8 tokens) returned {first!r:.100}: the engine reads plain data back, so block_ids must be a "
+        "list of ints")
+    assert small.allocate("r1", list(range(100, 112))) is None, "12 tokens need 3 blocks; 2 are free: None"
+    small.free("r0")
+    for step, call, cause in (
+            ("allocate('r1', 12 tokens) again after it returned None and r0 was freed",
+             lambda: small.allocate("r1", list(range(100, 112))),
+             "a None allocate changes nothing (no request registered): the engine retries the request under its id"),
+            ("allocate('r0', 9 tokens) after free('r0') (a preempted request comes back)",
+             lambda: small.allocate("r0", list(range(9))),
+             "free forgets the request (it leaves req_to_blocks): the engine admits it again under its id")):
+        try:
+            answer = call()
+        except ValueError as error:
+            pytest.fail(f"{step} raised ValueError: {error}. Likely cause: {cause}", pytrace=False)
+        assert answer is not None, f"{step} returned None; enough blocks are free"
+        if "r1" in step:
+            small.free("r1")
     manager = student.block_manager.BlockManager(32, 4, caching)
     # As the grader runs it: the engine (and the counting of its forward calls) outside your code.
     got, _ = student.call("kvlab.counter:run_counted", run_requests, manager, TINY, REQUESTS, sequential=True,

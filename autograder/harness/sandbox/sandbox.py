@@ -560,17 +560,20 @@ class Sandbox(Exchange):
         unfiltered, confined = reply.get("unfiltered"), reply.get("landlock")
         notes = [f"reduced: memory files and System V memory not refused ({str(unfiltered)[:200]})"
                  if unfiltered is not None else "seccomp: memory files, System V and POSIX IPC and network sockets refused"]
-        # The plan's words for a worker confined by permissions only no longer hold under these layers.
-        superseded: tuple[str, ...] = ()
+        # The plan's words for a worker confined by permissions only, as these layers change them.
+        rewritten: list[tuple[str, str]] = []
         if unfiltered is None:
-            superseded += ("reduced: network not disabled",)
+            rewritten.append(("reduced: network not disabled", "network: sockets other than unix ones refused (seccomp)"))
         if isinstance(confined, list) and len(confined) == 2 and isinstance(confined[1], list):
             notes += [f"Landlock (ABI {int(confined[0])}): {str(line)[:200]}" for line in confined[1][:4]]
-            superseded += ("filesystem: protected by permissions only", "reduced: not hidden",
-                           "reduced: filesystem: the worker can read and write whatever that user can")
+            rewritten += [("filesystem: protected by permissions only", "filesystem: protected by permissions and Landlock"),
+                          ("reduced: filesystem: the worker can read and write whatever that user can", ""),
+                          ("reduced: not hidden (readable if permissions allow)", "hidden by Landlock")]
         else:
             notes.append(f"reduced: no Landlock ({str(confined)[:200]})")
-        self._report = [line for line in self._report if not line.startswith(superseded)]
+        for old, new in rewritten:
+            self._report = [new + line[len(old):] if line.startswith(old) else line
+                            for line in self._report if new or not line.startswith(old)]
         for note in notes:
             if note not in self._report:
                 self._report.append(note)

@@ -1,5 +1,6 @@
 """Hidden tests of block_hashes (task block_hashes): format and count, chaining, continuation,
-independence of the integer dtype, the parent, and the same digests in a fresh process."""
+independence of the integer dtype, every token counting (different prefixes, different digests),
+the parent, and the same digests in a fresh process."""
 from __future__ import annotations
 
 from typing import Any
@@ -7,10 +8,27 @@ from typing import Any
 import numpy as np
 import pytest
 
-from prefix_checks import checked_hashes, digests_problem, every_token_problem, first_difference
+from prefix_checks import (
+    checked_hashes, digests_problem, distinct_prefixes_problem, every_token_problem, first_difference,
+)
 
 # Token ids every integer dtype below can hold (int8 stops at 127), so only the dtype differs.
 SMALL_TOKENS = [int(t) for t in np.random.default_rng(5).integers(0, 120, size=43)]
+
+
+def split_alike_pairs(rng: np.random.Generator, n_pairs: int, digits: int) -> list[tuple[list[int], list[int]]]:
+    """Pairs of 3-block token lists (block size 4) that differ only in block 1, where two neighbouring
+    values are one digit string split at two different places (as [1, 23] and [12, 3])."""
+    pairs = []
+    while len(pairs) < n_pairs:
+        text = "".join(str(d) for d in rng.integers(1, 10, size=digits))
+        i, j = sorted(int(x) for x in rng.choice(np.arange(1, digits), size=2, replace=False))
+        common = [int(t) for t in rng.integers(0, 50_000, size=12)]
+        a, b = list(common), list(common)
+        a[5:7] = [int(text[:i]), int(text[i:])]
+        b[5:7] = [int(text[:j]), int(text[j:])]
+        pairs.append((a, b))
+    return pairs
 
 
 @pytest.mark.task("block_hashes", points=1)
@@ -75,6 +93,9 @@ def test_every_token_of_a_block_counts(student: Any) -> None:
     # lets two different prefixes share it.
     tokens = np.random.default_rng(13).integers(0, 50_000, size=4 * 6)
     problem = every_token_problem(student, tokens, 6)
+    assert problem is None, problem
+    # Different values that read alike written one after the other: equal hashes must mean equal prefixes.
+    problem = distinct_prefixes_problem(student, split_alike_pairs(np.random.default_rng(14), 4, 6), 4)
     assert problem is None, problem
 
 

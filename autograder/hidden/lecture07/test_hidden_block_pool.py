@@ -59,11 +59,15 @@ def test_pool_walk(student: Any) -> None:
 def test_unknown_block_raises_value_error(student: Any, method: str) -> None:
     pool = student.paged_kv.BlockPool(CFG, WALK_BLOCKS, 2)
     pool.allocate()
-    for block in (-1, WALK_BLOCKS, WALK_BLOCKS + 7):
+    for block in (-1, WALK_BLOCKS, WALK_BLOCKS + 7, True, 1.0):
+        why = (f"block ids are the ints 0 .. {WALK_BLOCKS - 1}: any other id is unknown and must raise ValueError "
+               "(a negative id must not index from the end of a list)")
+        if not isinstance(block, int) or isinstance(block, bool):
+            why = (f"{block!r} is a {type(block).__name__}, not an integer id (bool is refused though True == 1): "
+                   "an unknown id, so it must raise ValueError; check_block_id, given in paged_kv.py, says so")
         problem = raise_problem(
-            f"{method}({block}) on BlockPool(n_blocks={WALK_BLOCKS})", functools.partial(getattr(pool, method), block),
-            ValueError, f"block ids are 0 .. {WALK_BLOCKS - 1}: any other id is unknown and must raise ValueError "
-                        "(a negative id must not index from the end of a list)",
+            f"{method}({block!r}) on BlockPool(n_blocks={WALK_BLOCKS})", functools.partial(getattr(pool, method), block),
+            ValueError, why,
         )
         assert problem is None, problem
 

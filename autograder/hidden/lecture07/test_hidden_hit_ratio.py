@@ -31,14 +31,16 @@ def synthetic_trace() -> tuple[Request, ...]:
 @pytest.mark.parametrize("policy", ["lru", "lfu"])
 def test_hand_trace(student: Any, policy: str) -> None:
     # At capacity 2 (the public tests replay it unlimited): only request 3's first block survives.
-    capacity = 2
-    call = describe_call("the 4-request hand trace", capacity, policy, HAND_BLOCK)
-    got, error = run_hit_ratio(student, HAND_TRACE, capacity, policy, HAND_BLOCK)
-    # Fixed data: the message names the likely mistake, not the expected value (worked out by hand
-    # from the handout's rules, but not to be collected by resubmitting).
-    problem = hit_ratio_problem(call, got, error, HAND_TRACE, capacity, policy, HAND_BLOCK, replay=reference_hits,
-                                reveal=False)
-    assert problem is None, problem
+    # At a drawn capacity of 3 or more, request 1 repeats request 0 whole, partial last block included,
+    # so its hits are capped at its input length.
+    for capacity in (2, drawn(3, 8)):
+        call = describe_call("the 4-request hand trace", capacity, policy, HAND_BLOCK)
+        got, error = run_hit_ratio(student, HAND_TRACE, capacity, policy, HAND_BLOCK)
+        # Fixed data: the message names the likely mistake, not the expected value (worked out by hand
+        # from the handout's rules, but not to be collected by resubmitting).
+        problem = hit_ratio_problem(call, got, error, HAND_TRACE, capacity, policy, HAND_BLOCK, replay=reference_hits,
+                                    reveal=False)
+        assert problem is None, problem
 
 
 @pytest.mark.task("hit_ratio", points=1)

@@ -11,7 +11,7 @@ import pytest
 from hypothesis.stateful import run_state_machine_as_test
 
 from paged_checks import (
-    CFG, MACHINE_SETTINGS, describe_error, outcome, paged_logits_problem, params, pool_machine,
+    CFG, MACHINE_SETTINGS, describe_error, free_order_problem, outcome, paged_logits_problem, params, pool_machine,
     raise_problem, sequence_walk_problem, slots_edge_problem, slots_problem, tokens_for,
 )
 from kvlab.model import forward
@@ -45,6 +45,9 @@ SEQUENCE_WALK: tuple[tuple[str, dict[str, tuple[int, list[int]]], dict[str, int]
 @pytest.mark.task("paged_sequence", points=3)
 def test_sequence_walk(student: Any) -> None:
     problem = sequence_walk_problem(student, SEQUENCE_WALK, WALK_BLOCKS, WALK_BLOCK_SIZE, reveal=False)
+    assert problem is None, problem
+    # After the walk's frees: the order of free's decrefs, on more blocks than the public test's.
+    problem = free_order_problem(student, 5, 2)
     assert problem is None, problem
 
 

@@ -74,7 +74,10 @@ def checked_keys(student: Any, tokens: Any, chunk_size: int, fingerprint: str = 
     call = f"chunk_keys(<{len(tokens)} tokens>, {chunk_size}, {fingerprint!r})"
     keys, error = outcome(lambda: student.kv_connector.chunk_keys(tokens, chunk_size, fingerprint))
     if error is not None:
-        pytest.fail(f"{call} raised {describe_error(error)}", pytrace=False)
+        partial = len(tokens) % chunk_size if isinstance(chunk_size, int) and chunk_size > 0 else 0
+        pytest.fail(f"{call} raised {describe_error(error)}" + (
+            f". These tokens end in a partial chunk of {partial}: it gets no key (one key per FULL chunk, "
+            "len(tokens) // chunk_size keys)" if partial else ""), pytrace=False)
     problem = keys_problem(call, keys, len(tokens), chunk_size, fingerprint)
     if problem:
         pytest.fail(problem, pytrace=False)

@@ -15,7 +15,7 @@ from __future__ import annotations
 import hashlib
 from collections import OrderedDict
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -86,7 +86,8 @@ class RefManager:
             if digest not in self.cached:
                 break
             run.append(self.cached[digest])
-        return Lookup(hashes, run, (len(tokens) - 1) // self.block_size, [self.ref[b] for b in run])
+        return Lookup(hashes, run, (len(tokens) - 1) // self.block_size, [self.ref[b] for b in run],
+                      [digest in self.cached for digest in hashes])
 
     def allocate(self, rid: str, tokens: Sequence[int]) -> tuple[int, list[int]] | None:
         tokens = [int(t) for t in tokens]
@@ -161,6 +162,7 @@ class Lookup:
     run: list[int]
     cap: int
     run_refs: list[int]
+    present: list[bool] = field(default_factory=list)  # per hash: in the prefix cache then
 
 
 @dataclass
@@ -223,7 +225,8 @@ def result_cause(op: Op, got: Any, want: Any, ref: RefManager, before: State, se
     if got is None:
         cached_free = any(before.hashes[block] is not None for block in before.free_queue)
         return ("enough blocks are free" + (" (cached blocks with ref_cnt 0 are free too: they can be evicted)"
-                                            if cached_free else "") + ", so the call must succeed")
+                                            if cached_free else "") + ", so the call must succeed: it returns None "
+                "only when the new blocks needed exceed the free blocks left")
     if op[0] == "allocate" and isinstance(got, list) and len(got) == 2 and isinstance(want, list):
         g, w = got[0], want[0]
         n = len(op[2])
@@ -247,6 +250,11 @@ def result_cause(op: Op, got: Any, want: Any, ref: RefManager, before: State, se
             missed = w // size  # the first block of the prompt that the rule does not count as a hit
             if missed >= seen.cap:
                 return f"too many hits: {cap}"
+            counted = sum(seen.present[:seen.cap])
+            if g == counted * size and any(seen.present[missed + 1:seen.cap]):
+                # The student's count is every cached hash of the prompt, not the run up to the first miss.
+                return ("only the longest LEADING run of cached chained hashes counts: stop at the first miss (a "
+                        "later block whose hash is still cached is no hit once an earlier one missed)")
             if missed < len(seen.hashes) and seen.hashes[missed] in ref.evicted:
                 return ("this block's hash was evicted: a block popped from the free queue for another request loses "
                         "its hash, which leaves the prefix cache then (lazy eviction), so it is no longer a hit")
@@ -281,9 +289,10 @@ def answer_difference(op: Op, got: Any, want: Any) -> str:
     return prefix + f"the block ids are the right number and differ from position {first} on"
 
 
-def state_problem(step: str, got: State, want: State, before: State, caching: bool = True) -> str | None:
+def state_problem(step: str, got: State, want: State, before: State, caching: bool = True,
+                  failed: bool = False) -> str | None:
     """None when the states agree; else the first difference and its likely cause (`caching`: the manager's
-    enable_caching)."""
+    enable_caching; `failed`: the step's call returned None, as it should have)."""
     if got.free_queue != want.free_queue:
         g, w = got.free_queue, want.free_queue
         if sorted(g) == sorted(w):
@@ -314,12 +323,13 @@ def state_problem(step: str, got: State, want: State, before: State, caching: bo
             if w is None and g is not None and not caching:
                 cause = ("with enable_caching=False nothing is ever hashed: not by allocate, and not by append_tokens "
                          "when decoding fills a block")
-            elif w is not None and g is None and w in before.hashes:
+            elif w is not None and g is None and w in before.hashes and before.hashes[block] != w:
                 cause = ("pop every new block from the free queue before hashing any: this block's hash was cached by "
                          "a block that this step then popped (evicting it), so the new block must cache it now; "
                          "hashing each new block as it is popped leaves that hash cached nowhere")
             elif w is None and g is not None:
-                cause = ("a block reallocated from the free queue loses its old hash (eviction), and a full block whose "
+                cause = ("a block reallocated from the free queue loses its old hash (lazy eviction happens then: its "
+                         "block_hash becomes None and that hash leaves the prefix cache), and a full block whose "
                          "hash is already cached by another block stays unhashed; partial blocks are never hashed"
                          if before.hashes[block] is not None or g in want.hashes else
                          "only FULL blocks are hashed, append_tokens hashes only the blocks ITS tokens make full, "
@@ -329,46 +339,72 @@ def state_problem(step: str, got: State, want: State, before: State, caching: bo
                          if before.hashes[block] is not None else
                          "every full block gets its chained hash (allocate, and append_tokens when a block fills)")
             else:
-                cause = "the hash must be lecture 7's chained SHA-256 over the request's tokens, block by block"
+                cause = ("the hash must be lecture 7's chained SHA-256 over the request's tokens, block by block: "
+                         "digest i hashes the hex text of digest i-1, then block i's tokens as little-endian int64")
             return f"after {step} block {block} has hash {g!r:.20}, not the rule's. Likely cause: {cause}"
     if (got.queries, got.hits) != (want.queries, want.hits):
         how = ", ".join(f"{name} {how_off(g, w) or 'not an int'}"
                         for name, g, w in (("prefix_cache_queries", got.queries, want.queries),
                                            ("prefix_cache_hits", got.hits, want.hits)) if g != w)
+        cause = ("this call returned None, which changes nothing, counters included: count only once the room "
+                 "check has passed" if failed and (before.queries, before.hits) == (want.queries, want.hits) else
+                 "each successful allocate with caching on adds len(tokens) queries and num_computed hits; a failed "
+                 "one (None), append_tokens and caching off add nothing")
         return (f"after {step} prefix_cache_queries, prefix_cache_hits are {got.queries!r}, {got.hits!r}: {how}. "
-                f"Likely cause: each successful allocate with caching on adds len(tokens) "
-                "queries and num_computed hits; a failed one (None), append_tokens and caching off add nothing")
+                f"Likely cause: {cause}")
     return None
 
 
 def walk_problem(student: Any, manager: Any, ref: RefManager, ops: Sequence[Op], what: str) -> str | None:
     """Apply `ops` to both managers; None if every answer and state agrees, else the first difference."""
     before = ref.state()
+    refused: set[str] = set()  # request ids of an earlier call that returned None (as it should have)
+    freed: set[str] = set()  # request ids freed earlier
     for index, op in enumerate(ops):
         step = f"step {index} of {what}, {describe_op(op)}"
         seen = ref.lookup(op[2]) if op[0] == "allocate" else None
         want = normalise(ref.apply(op))
+        retry = ""
+        if op[1] in refused and op[0] != "free":
+            retry = (f"; an earlier {'allocate' if op[0] == 'allocate' else 'append_tokens'} of {op[1]!r} returned None, "
+                     "which must have changed nothing (no request registered, no token recorded): the engine retries")
+        elif op[1] in freed and op[0] == "allocate":
+            retry = (f"; {op[1]!r} was freed before: free forgets the request (req_to_blocks included), so a "
+                     "preempted request is allocated again under its id")
         try:
-            got = normalise(student_apply(manager, op))
+            raw = student_apply(manager, op)
+            got = normalise(raw)
         except Exception as error:  # a student's exception of any type is a finding
             cause = (result_cause(op, error, want, ref, before, seen) if want is None else
+                     "with enable_caching=False, append_tokens hashes nothing and looks nothing up"
+                     if op[0] == "append" and not ref.enable_caching else
                      "compare with the rule in the docstring of the method called")
-            return f"{step} raised {type(error).__name__}: {error}. Likely cause: {cause}"
+            if retry and want is not None and op[0] == "allocate":  # the retry says why it was refused
+                cause, retry = retry[2:], ""
+            return f"{step} raised {type(error).__name__}: {error}. Likely cause: {cause}{retry}"
+        if (op[0] == "allocate" and isinstance(raw, (tuple, list)) and len(raw) == 2
+                and not isinstance(raw[1], list)):
+            return (f"{step} returned block ids as {type(raw[1]).__name__} {raw[1]!r:.100}: the engine reads plain "
+                    "data back, so block_ids must be a list of ints")
         if got != want:
             return (f"{step} returned {got!r:.300}: {answer_difference(op, got, want)}. Likely cause: "
-                    f"{result_cause(op, got, want, ref, before, seen)}")
+                    f"{result_cause(op, got, want, ref, before, seen)}{retry}")
         after = ref.state()
         problem = state_problem(step, student_state(student, manager, ref.num_blocks), after, before,
-                                ref.enable_caching)
+                                ref.enable_caching, failed=want is None and op[0] != "free")
         if problem:
             return problem
+        if want is None and op[0] != "free":
+            refused.add(op[1])
+        if op[0] == "free":
+            freed.add(op[1])
         before = after
     return None
 
 
-def edge_problem(student: Any, what: str, call: Any, want: type[Exception]) -> str | None:
-    """None when `call(block_manager module, manager)` raises `want`, else what it did. The manager has 4 blocks of 4
-    tokens and holds request "a" of 3 tokens."""
+def edge_problem(student: Any, what: str, call: Any, want: type[Exception], rule: str = "see its docstring") -> str | None:
+    """None when `call(block_manager module, manager)` raises `want`, else what it did, with `rule` (the
+    docstring's rule the call breaks). The manager has 4 blocks of 4 tokens and holds request "a" of 3 tokens."""
     manager = student.block_manager.BlockManager(4, 4)
     manager.allocate("a", [1, 2, 3])
     try:
@@ -376,5 +412,5 @@ def edge_problem(student: Any, what: str, call: Any, want: type[Exception]) -> s
     except want:
         return None
     except Exception as error:  # a student's exception of any type is a finding
-        return f"{what} should raise {want.__name__} (see its docstring); it raised {type(error).__name__}: {error}"
-    return f"{what} should raise {want.__name__} (see its docstring); it returned {result!r:.200}"
+        return f"{what} should raise {want.__name__} ({rule}); it raised {type(error).__name__}: {error}"
+    return f"{what} should raise {want.__name__} ({rule}); it returned {result!r:.200}"

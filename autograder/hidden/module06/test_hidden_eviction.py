@@ -34,7 +34,7 @@ def run_walk(student: Any, n_blocks: int, ops: list[tuple], what: str, block_siz
 def test_free_in_reverse_then_evict_the_tail_first(student: Any) -> None:
     a, b = tokens(1, 4 * BS), tokens(2, 4 * BS)
     ops = [("allocate", "a", a), ("free", "a"), ("allocate", "b", b), ("free", "b"),
-           ("allocate", "c", tokens(3, 2 * BS)), ("allocate", "a2", a + tokens(4, 1)), ("free", "c"), ("free", "a2")]
+           ("allocate", "c", tokens(3, 2 * BS)), ("allocate", "a", a + tokens(4, 1)), ("free", "c"), ("free", "a")]
     run_walk(student, 8, ops, "two 4-block requests on 8 blocks, then a 2-block one evicting, then the first again")
 
 
@@ -62,8 +62,16 @@ def test_decode_blocks_fill_and_become_hits(student: Any) -> None:
 
 @pytest.mark.task("eviction", points=2)
 def test_append_without_free_blocks_changes_nothing(student: Any) -> None:
+    # With caching off, the blocks append_tokens fills stay unhashed.
+    off = [("allocate", "x", tokens(32, BS - 1)), ("append", "x", [4, 5]), ("append", "x", tokens(33, BS + 2)),
+           ("free", "x")]
+    manager = student.block_manager.BlockManager(4, BS, False)
+    problem = walk_problem(student, manager, RefManager(4, BS, False), off,
+                           "decoding with enable_caching=False (BlockManager(4, 4, False))")
+    assert problem is None, problem
     ops = [("allocate", "a", tokens(30, BS)), ("allocate", "b", tokens(31, BS - 1)), ("append", "b", [1]),
-           ("append", "a", [2]), ("append", "b", [3]), ("free", "a"), ("append", "b", [3, 4, 5, 6, 7])]
+           ("append", "a", [2]), ("append", "b", [3]), ("free", "a"), ("append", "b", [3, 4, 5, 6]),
+           ("append", "b", [3, 4, 5, 6, 7])]
     run_walk(student, 2, ops, "two requests on a 2-block pool, appending past its end")
 
 

@@ -143,6 +143,10 @@ def test_errors(student: Any) -> None:
     do("append(block 0) to a queue made empty", lambda: empty.append(blocks[0]))
     problem = order_problem("append(block 0) to a queue made empty", empty, [0])
     assert problem is None, problem
+    ok, happened = raises_value_error(lambda: empty.append(blocks[0]))
+    assert ok, (f"append of a block already in the queue (block 0, the only block of a one-block queue: both its "
+                f"links are None) should raise ValueError; {happened}. Likely cause: membership is tested by the "
+                "block's links alone, which a queue's only block does not have")
 
 
 @pytest.mark.task("free_queue", points=3)

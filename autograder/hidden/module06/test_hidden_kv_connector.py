@@ -101,11 +101,13 @@ def test_same_keys_in_a_fresh_process(student: Any) -> None:
     )
 
 
-@pytest.mark.task("kv_connector", points=0.5)
-@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.task("kv_connector", points=1 / 3)
+@pytest.mark.parametrize("dtype", ["float16", "float32", "float64"])
 def test_round_trip_is_exact(student: Any, dtype: str) -> None:
     whole = kv_array(12, dtype, seed=31)
+    fortran = np.asfortranarray(whole[:, :, 5:9])
     for label, kv in (("a chunk", whole[:, :, :4]), ("a strided view", whole[:, :, 2:11:3]),
+                      ("a Fortran-ordered chunk (np.asfortranarray)", fortran),
                       ("a chunk holding nan and -0.0", np.where(whole[:, :, 4:8] > 1.0, np.nan, -0.0).astype(dtype))):
         data = serialized(student, kv)
         got, error = outcome(lambda data=data: student.kv_connector.deserialize_chunk(data, FINGERPRINT))
@@ -116,13 +118,34 @@ def test_round_trip_is_exact(student: Any, dtype: str) -> None:
             )
             continue
         problem = array_mismatch(f"deserialize_chunk(serialize_chunk({label} {dtype}))", got, kv)
+        if problem and kv is fortran and isinstance(got, np.ndarray) and got.shape == kv.shape:
+            problem += (" (here a Fortran-ordered array: write the payload in C-order whatever the memory layout, "
+                        "np.ascontiguousarray(kv).tobytes())")
         assert problem is None, problem
+    data = serialized(student, whole[:, :, :4])
+    for kind in (bytearray, memoryview):
+        # Made beside the student's code: the sandbox passes bytes, not a bytearray or memoryview, across.
+        got, error = outcome(lambda kind=kind: student.kv_connector.deserialize_chunk(
+            student.call(f"builtins:{kind.__name__}", data), FINGERPRINT))
+        problem = (f"deserialize_chunk of a {kind.__name__} of a chunk raised {describe_error(error)}"
+                   if error is not None else array_mismatch(f"deserialize_chunk({kind.__name__}(a {dtype} chunk))",
+                                                            got, whole[:, :, :4]))
+        assert problem is None, f"{problem}: data may be bytes, a bytearray or a memoryview"
     problem = elsewhere_problem(student)
     assert problem is None, problem
 
 
 @pytest.mark.task("kv_connector", points=1)
 def test_damaged_chunks_are_misses(student: Any) -> None:
+    # A checksum over the header too changes when one header byte does: two fingerprints one character apart
+    # must give chunks differing in more than that character.
+    kv = kv_array(4, np.float32, seed=33)
+    one, other = serialized(student, kv, FINGERPRINT + "-x"), serialized(student, kv, FINGERPRINT + "-y")
+    differing = sum(a != b for a, b in zip(one, other)) + abs(len(one) - len(other))
+    assert differing > 1, (
+        f"serialize_chunk of the same KV under fingerprints {FINGERPRINT + '-x'!r} and {FINGERPRINT + '-y'!r} gives "
+        f"bytes differing in {differing} byte(s) only: the checksum does not cover the header. It must be a checksum "
+        "over all of it (the reference: the CRC-32 of everything before it), so a flipped header byte is detected")
     # Damaged copies of a chunk another process wrote: a chunk this process wrote could be told apart
     # from a damaged one by what it remembers, not by checking the bytes.
     data = written_elsewhere(student)
@@ -252,6 +275,9 @@ def test_a_second_engine_loads_what_the_first_stored(student: Any) -> None:
         f"{sets} values; expected 2 and 2. Likely cause: a chunk already in the store is sent again (check "
         "exists first: the network is the cost LMCache saves)"
     )
+    problem = counters_problem("after storing a prompt whose first 5 of 7 full chunks were stored already",
+                               counters(second), {"chunks_stored": 2})
+    assert problem is None, problem
     again = called("load(second prompt, 20) after the second store", lambda: second.load(second_prompt, n))
     problem = array_mismatch("load after another prompt with the same prefix was stored", again, kv[:, :, :n])
     assert problem is None, problem

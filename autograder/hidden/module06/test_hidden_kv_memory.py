@@ -127,7 +127,7 @@ def test_max_batch_at_its_boundaries(student: Any, seq_len: int) -> None:
                 pytrace=False)
     actual = student.kv_memory.max_batch(dict(config), seq_len, weights - 1, weights)
     assert actual == 0, (f"max_batch({describe(config)}, seq_len={seq_len}, gpu_bytes={weights - 1:,}, "
-                         f"weight_bytes={weights:,}) should be 0: weights larger than the GPU leave no room, nothing fits; "
+                         f"weight_bytes={weights:,}) should be 0: max_batch is 0 when the weights alone do not fit (an int >= 0, never negative); "
                          f"got {actual!r}")
 
 

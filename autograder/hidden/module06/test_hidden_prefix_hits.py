@@ -9,6 +9,8 @@ import numpy as np
 import pytest
 
 from _manager_checks import RefManager, chained_hashes, edge_problem, walk_problem
+from cost_checks import pool_cost_problem
+from kvlab.testing import drawn
 
 BS = 4
 
@@ -27,7 +29,7 @@ def run_walk(student: Any, n_blocks: int, ops: list[tuple], what: str, caching: 
     assert problem is None, problem
 
 
-@pytest.mark.task("prefix_hits", points=3)
+@pytest.mark.task("prefix_hits", points=2)
 def test_shared_prefix_walk(student: Any) -> None:
     ops = [("allocate", "a", COMMON + tokens(2, 3)), ("allocate", "b", COMMON + tokens(3, 5)),
            ("free", "a"), ("allocate", "c", COMMON[:2 * BS] + tokens(4, 6)), ("free", "b"), ("free", "c")]
@@ -53,7 +55,7 @@ def test_fully_cached_prompt_recomputes_its_last_block(student: Any) -> None:
 def test_admission_that_does_not_fit_changes_nothing(student: Any) -> None:
     ops = [("allocate", "a", COMMON[:2 * BS]), ("free", "a"), ("allocate", "big", COMMON[:2 * BS] + tokens(8, 9)),
            ("allocate", "fits", COMMON[:2 * BS] + tokens(8, 4)), ("allocate", "none", tokens(9, 5)),
-           ("free", "fits"), ("allocate", "now", tokens(9, 5))]
+           ("free", "fits"), ("allocate", "none", tokens(9, 5)), ("allocate", "exact", tokens(12, 2 * BS))]
     run_walk(student, 4, ops, "a 4-block pool where free cached hits count against the free blocks")
 
 
@@ -136,6 +138,15 @@ def test_block_hashes_are_lecture_7s_chain(student: Any) -> None:
     assert got == chained_hashes(signed, BS), (
         f"block_hashes({signed}, {BS}) gave digests other than lecture 7's chain: negative token ids are hashed like "
         "any other value, as little-endian int64 (two's complement)")
+    for empty in ([], (), np.zeros(0, dtype=np.int32)):
+        shown = f"an empty {type(empty).__name__}" + ("" if isinstance(empty, (list, tuple)) else f" of {empty.dtype}")
+        try:
+            got = list(student.block_manager.block_hashes(empty, BS))
+        except Exception as error:  # a student's exception of any type is a finding
+            pytest.fail(f"block_hashes of {shown} raised {type(error).__name__}: {error}. Likely cause: an empty "
+                        "sequence gives [] (np.asarray([]) is float64: check the dtype only when there are tokens)",
+                        pytrace=False)
+        assert got == [], f"block_hashes of {shown} gave {got!r:.100}; an empty sequence gives []"
 
 
 # (what is called, call(block_manager module, a manager holding request "a" of 3 tokens), the exception it raises).
@@ -155,8 +166,31 @@ EDGES = [
 ]
 
 
+# The docstring's rule each edge breaks, in its words.
+SIZES_RULE = "num_blocks and block_size must be ints >= 1; bool is not an int"
+TOKENS_RULE = "allocate's tokens must be 1-D integers >= 0 (check_tokens), checked before anything changes"
+EDGE_RULES = {
+    "BlockManager(0, 4)": SIZES_RULE, "BlockManager(4, 0)": SIZES_RULE, "BlockManager(4.0, 4)": SIZES_RULE,
+    "block_hashes of float tokens": "block_hashes takes a 1-D sequence of integers",
+    "block_hashes of a 2-D integer array": "block_hashes takes a 1-D sequence of integers",
+    "allocate of a request id that already holds blocks": "a request_id that already holds blocks is refused",
+    "allocate of an empty prompt": "a prompt needs at least one token",
+    "allocate of a prompt with a negative token": TOKENS_RULE,
+    "allocate of a bad prompt when there is no room (checks come first, never None)": TOKENS_RULE,
+}
+
+
 @pytest.mark.task("prefix_hits", points=2 / len(EDGES))
 @pytest.mark.parametrize(("what", "call", "want"), EDGES, ids=[e[0] for e in EDGES])
 def test_edge_cases(student: Any, what: str, call: Any, want: type[Exception]) -> None:
-    problem = edge_problem(student, what, call, want)
+    problem = edge_problem(student, what, call, want, EDGE_RULES.get(what, "see its docstring"))
+    assert problem is None, problem
+
+
+@pytest.mark.task("prefix_hits", points=0.5)
+def test_cost_does_not_grow_with_the_pool(student: Any) -> None:
+    # 200,000 blocks against 1,000: an O(num_blocks) step costs ~5-10 ms a call there, 0.5 s or more over 80
+    # pairs; the reference's cost does not grow.
+    problem = pool_cost_problem(student, 200_000, 80, seed=drawn(1_000, 2**31),
+                                margin=0.2)
     assert problem is None, problem

@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, Phase, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule, run_state_machine_as_test
 
-from _manager_checks import RefManager
+from _manager_checks import RefManager, walk_problem
 from kvlab.model import TINY, generate, init_params
 from kvlab.serving.engine import run_requests
 from kvlab.testing import LOGIT_ATOL, how_off
@@ -71,6 +71,21 @@ def serve(student: Any, manager: Any, requests: list[dict], **options: Any) -> d
 
 def expected_run(n_blocks: int, requests: list[dict], caching: bool = True, **options: Any) -> dict[str, Any]:
     return run_requests(RefManager(n_blocks, BS, caching), TINY, requests, **options)
+
+
+# What the engine does to a manager on a 5-block pool, step by step: an admission refused (None) and retried
+# under its id once blocks are freed, a preempted request admitted again under its id, decode appends.
+ENGINE_CALLS = [("allocate", "r0", prompt(7, 2 * BS + 1)), ("allocate", "r1", prompt(8, 3 * BS)), ("free", "r0"),
+                ("allocate", "r1", prompt(8, 3 * BS)), ("append", "r1", prompt(9, 2)), ("free", "r1"),
+                ("allocate", "r0", prompt(7, 2 * BS + 1)), ("append", "r0", prompt(10, 3)), ("free", "r0")]
+
+
+@pytest.mark.task("serving", points=0.5)
+def test_the_engines_calls(student: Any) -> None:
+    manager = student.block_manager.BlockManager(5, BS)
+    problem = walk_problem(student, manager, RefManager(5, BS), ENGINE_CALLS,
+                           "the engine's calls: a refused admission retried, a preempted request admitted again")
+    assert problem is None, problem
 
 
 @pytest.mark.task("serving", points=3)
@@ -248,6 +263,6 @@ def manager_machine(student: Any) -> type[RuleBasedStateMachine]:
     return ManagerMachine
 
 
-@pytest.mark.task("serving", points=2)
+@pytest.mark.task("serving", points=1.5)
 def test_state_machine(student: Any) -> None:
     run_state_machine_as_test(manager_machine(student), settings=MACHINE_SETTINGS)
