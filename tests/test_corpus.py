@@ -5,7 +5,7 @@ the handout's text (the catalogs of autograder/mutants/ hold the bugs the soluti
 imagine). Every base (a correct submission in another style) gets full marks; every bug loses
 points in the hidden suite, fails a public test unless its entry says why none can look, and the
 first hidden test it fails names its concept in its message; every rule sentence of the stubs is
-broken by some bug (so a test is shown to check it). The gradings are in-process (the
+broken by some corpus bug or catalog mutant (so a test is shown to check it). The gradings are in-process (the
 grader's in-process mode, on the hidden and public tests together); SANDBOXED of them are graded
 through the sandbox as well, where both modes must agree test by test.
 """
@@ -154,8 +154,14 @@ def test_sandboxed_grading_agrees(assignment: str, label: str,
 def test_every_stated_rule_is_broken_by_a_corpus_bug(assignment: str) -> None:
     # A bug that breaks the rule and is caught (the tests above) is what shows a test checks it.
     stubs = SUITES[assignment].assignment
-    unbroken = [f"{where}: {sentence}" for name in stubs.files for where, sentence in corpus.stated_rules(stubs.starter / name)
-                if not any(bug.breaks(sentence) for bug in BUGS[assignment])]
+    rules = [bug.rule for bug in BUGS[assignment]] + [m.rule for m in SUITES[assignment].catalog if m.rule]
+    exempt = corpus.not_rules(assignment)
+    sentences = [(where, sentence) for name in stubs.files for where, sentence in corpus.stated_rules(stubs.starter / name)]
+    unbroken = [f"{where}: {sentence}" for where, sentence in sentences
+                if sentence not in exempt and not any(corpus.quotes_sentence(rule, sentence) for rule in rules)]
     assert not unbroken, (
-        f"{len(unbroken)} rule sentences of {assignment}'s stubs are broken by no corpus bug, so nothing shows a "
-        "test checks them; add a bug that breaks each (quoting the sentence in its rule):\n" + "\n".join(unbroken))
+        f"{len(unbroken)} rule sentences of {assignment}'s stubs are broken by no corpus bug or catalog mutant, so "
+        "nothing shows a test checks them; add a bug that breaks each (quoting the sentence in its rule):\n"
+        + "\n".join(unbroken))
+    stale = sorted(set(exempt) - {sentence for _, sentence in sentences})
+    assert not stale, f"not_rules.json of {assignment} lists sentences the stubs no longer hold: {stale}"

@@ -15,7 +15,8 @@ student gets (handout, stubs, public tests, `kvlab`), never the solutions, hidde
 tests/test_corpus.py grades every entry: each base gets full marks; each bug loses points in the
 hidden suite, fails a public test (unless `public_blind`), and the first hidden test it fails names
 its concept. Every rule sentence of the stubs' docstrings (`stated_rules`) must be broken by some
-bug of the corpus (`breaks`): that bug being caught is what shows a test checks the rule. The corpora
+bug of the corpus (`breaks`) or quoted by a catalog mutant's `rule`: that bug being caught is what
+shows a test checks the rule (`not_rules.json` lists, with reasons, sentences that state none). The corpora
 are never shipped: neither the student bundle nor the Gradescope package holds this folder.
 """
 from __future__ import annotations
@@ -50,16 +51,9 @@ class Bug:
     expect: tuple[str, ...]
     public_blind: str = ""
 
-    def quotes(self) -> list[str]:
-        """The normalized fragments the entry's `rule` quotes (between quotes, split at ellipses)."""
-        quoted = re.findall(r"'(.+?)'(?=[\s,.;)]|$)|\"(.+?)\"", self.rule)
-        fragments = [part for pair in quoted for text in pair if text for part in re.split(r"\.\.\.|…", text)]
-        return [normalized(f) for f in fragments if len(normalized(f)) >= MIN_QUOTE]
-
     def breaks(self, sentence: str) -> bool:
         """Whether the entry's `rule` quotes (part of) `sentence`."""
-        target = normalized(sentence)
-        return any(fragment in target or target in fragment for fragment in self.quotes())
+        return quotes_sentence(self.rule, sentence)
 
     def names_concept(self, message: str) -> bool:
         """Whether `message` contains one of the `expect` words (case-insensitively)."""
@@ -119,6 +113,22 @@ def apply(assignment: str, bug: Bug, destination: Path) -> Path:
     return destination
 
 
+def quotes_sentence(rule: str, sentence: str) -> bool:
+    """Whether `rule` (an entry's or a mutant's) quotes (part of) `sentence`: one of its quoted
+    fragments (between quotes, split at ellipses), normalized, is in the sentence or holds it."""
+    quoted = re.findall(r"'(.+?)'(?=[\s,.;)]|$)|\"(.+?)\"", rule)
+    fragments = [normalized(part) for pair in quoted for text in pair if text for part in re.split(r"\.\.\.|…", text)]
+    target = normalized(sentence)
+    return any(len(f) >= MIN_QUOTE and (f in target or target in f) for f in fragments)
+
+
+def not_rules(assignment: str) -> dict[str, str]:
+    """Sentences of the stubs that read like rules but state none for the student's code (the store's
+    own behaviour, say), each with why: not_rules.json of the corpus, {} without one."""
+    path = folder(assignment) / "not_rules.json"
+    return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+
+
 def normalized(text: str) -> str:
     """`text` compared as a rule: casefolded, without backticks, whitespace collapsed, ends trimmed."""
     return re.sub(r"\s+", " ", text.replace("`", "")).strip(" .;:").casefold()
@@ -132,7 +142,7 @@ def stated_rules(stub: Path) -> list[tuple[str, str]]:
         if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
             text = ast.get_docstring(node) or ""
             where = f"{stub.name}:{getattr(node, 'name', 'module')}"
-            for sentence in re.split(r"(?<=[.;:])\s+(?=[A-Z`(-])", re.sub(r"\s+", " ", text)):
+            for sentence in re.split(r"(?<=[.;])\s+(?=[A-Z`(])", re.sub(r"\s+", " ", text)):
                 if RULE_WORDS.search(sentence):
                     rules.append((where, sentence.strip()))
     return rules

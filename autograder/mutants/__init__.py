@@ -31,6 +31,8 @@ class Mutant:
     `call_timeout`: for a bug whose cost passes any per-call limit (its call never finishes), the
     tests of the tests grade it with this lower limit, through KVLAB_CALL_TIMEOUT, which the grader
     honours in both modes: the same outcome, without waiting out the assignment's limit each time.
+    `rule`: optional, the stub sentence it breaks, quoted as a corpus entry quotes it
+    (autograder.corpus): its being caught then shows a test checks that rule.
     """
 
     name: str
@@ -41,6 +43,7 @@ class Mutant:
     expect: str
     public_blind: str = ""
     call_timeout: float | None = None
+    rule: str = ""
 
 
 @dataclass(frozen=True)

@@ -168,6 +168,7 @@ MUTANTS = [
           '    values = tokens.astype("<i8")\n'),),
         "block_hashes refuses negative token ids, which are integers like any other",
         ("block_hashes",), "negative integers are integers",
+        rule="prefix_cache.py, block_hashes: 'Negative integers are integers: they are hashed like any other value'",
     ),
     Mutant(
         "hashes_drop_the_sign", PREFIX, (('values = tokens.astype("<i8")', 'values = np.abs(tokens).astype("<i8")'),),
@@ -374,6 +375,7 @@ MUTANTS = [
           "    if not trace:\n        return 0.0\n    cache = make_cache(capacity, policy)\n    hit = total = 0\n"),),
         "hit_ratio returns 0.0 for an empty trace before checking the policy and capacity",
         ("hit_ratio",), "checked first",
+        rule="prefix_cache.py, hit_ratio: 'The policy and capacity are checked first'",
     ),
     Mutant(
         "hit_ratio_counts_whole_blocks", PREFIX, ((HIT_LINE, "hit += n * block_size"),),

@@ -142,7 +142,9 @@ MUTANTS = [
            "(and per popleft), however cheap each step", ("free_queue", "eviction"),
            "remove is not O(1)",
            # As remove_scans_the_queue: the pool guard's calls would each run to the 10 s limit.
-           call_timeout=1.0),
+           call_timeout=1.0,
+        rule="block_manager.py: 'a hit on a block that is in the queue takes it out of the middle, in O(1)'",
+    ),
     Mutant("block_ids_tail_first", MANAGER, (("        return ids\n", "        return ids[::-1]\n"),),
            "block_ids lists the queue tail first", ("free_queue", "prefix_hits", "eviction"), "head first"),
     # block_hashes, allocate
@@ -180,6 +182,21 @@ MUTANTS = [
              "        self._cached[digest] = block\n        block.block_hash = digest\n"),),
            "a recomputed block takes over a hash another block already caches, leaving two blocks with one hash",
            ("prefix_hits", "serving"), "stays unhashed"),
+    Mutant("block_hashes_hash_the_given_dtype", MANAGER,
+           (('    values = tokens.astype("<i8")\n    digests: list[str] = []\n', '    values = tokens\n    digests: list[str] = []\n'),),
+           "block_hashes hashes the tokens' bytes in the dtype they came in: an int32 array gives other digests",
+           ("prefix_hits",), "int64",
+           rule="block_manager.py, block_hashes: 'The digests depend only on the integer values (list, tuple or ndarray of any integer dtype)'"),
+    Mutant("append_room_check_before_validation", MANAGER,
+           (("        tokens = check_tokens(tokens)\n        blocks, held, hashes = self.req_to_blocks[request_id], ",
+             "        blocks, held, hashes = self.req_to_blocks[request_id], "),
+            ("            return None\n        new = [self._take_free_block() for _ in range(n_new)]\n        blocks.extend(new)\n"
+             "        held.extend(tokens)\n",
+             "            return None\n        tokens = check_tokens(tokens)\n        new = [self._take_free_block() for _ in range(n_new)]\n"
+             "        blocks.extend(new)\n        held.extend(tokens)\n")),
+           "append_tokens checks for room before it validates the tokens: bad tokens with no block free give None",
+           ("eviction",), "never None",
+           rule="block_manager.py, append_tokens: 'Both come before the room check: bad input raises even when no block is free'"),
     Mutant("pops_and_hashes_interleaved", MANAGER,
            (("""        blocks = hits + [self._take_free_block() for _ in range(n_new)]
         for index in range(len(hits), len(hashes)):
@@ -191,7 +208,9 @@ MUTANTS = [
                 self._cache_block(blocks[index], hashes[index])
 """),),
            "allocate hashes each new block as it pops it: a hash still cached by a block that a later pop evicts is "
-           "then cached nowhere", ("prefix_hits",), "pop every new block"),
+           "then cached nowhere", ("prefix_hits",), "pop every new block",
+        rule="block_manager.py, allocate: 'Pop every new block before hashing any'",
+    ),
     Mutant("hits_capped_one_block_short", MANAGER,
            (("for digest in hashes[:(len(tokens) - 1) // size]:", "for digest in hashes[:len(tokens) // size - 1]:"),),
            "the hit cap is len(tokens) // block_size - 1 blocks: one block short unless the prompt fills its last block",
@@ -200,7 +219,9 @@ MUTANTS = [
            (('    values = tokens.astype("<i8")\n    digests: list[str] = []\n',
              '    if tokens.size and tokens.min() < 0:\n        raise ValueError("negative token ids")\n'
              '    values = tokens.astype("<i8")\n    digests: list[str] = []\n'),),
-           "block_hashes refuses negative token ids, as allocate does", ("prefix_hits",), "negative"),
+           "block_hashes refuses negative token ids, as allocate does", ("prefix_hits",), "negative",
+        rule="block_manager.py, block_hashes: 'Negative integers are integers: block_hashes hashes them like any other value'",
+    ),
     Mutant("caching_off_hashes_decode_blocks", MANAGER,
            (("        if self.enable_caching:\n            full = len(held) // size\n",
              "        if True:\n            full = len(held) // size\n"),),
@@ -446,11 +467,13 @@ MUTANTS = [
         "load_reads_every_chunk", CONNECTOR, ((NEEDED, "        needed = keys\n"),),
         "load reads every full chunk of the prompt, not only the ceil(n / chunk_size) that cover tokens 0 .. n-1",
         CONNECTOR_TASKS, "each at most once",
+        rule="kv_connector.py, load: 'Reads only those chunks, each at most once'",
     ),
     Mutant(
         "lookup_reads_values", CONNECTOR, (("            checks.exists(key)\n", "            checks.get(key)\n"),),
         "lookup GETs each chunk to see whether it is there: it moves the values and refreshes the store's LRU order",
         CONNECTOR_TASKS, "reads no values",
+        rule="kv_connector.py, lookup: 'Reads no values: only `exists`'",
     ),
     Mutant(
         "store_resends_stored_chunks", CONNECTOR,

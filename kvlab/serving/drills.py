@@ -162,6 +162,9 @@ def churn_problem(student: Any, n_blocks: int, n_ops: int, seed: int, cause: str
     except Exception as error:  # a student's exception, or the grader's per-call time limit
         if type(error).__name__ == "GraderFault":  # the grader's own failure is not the student's
             raise
+        if type(error).__name__ == "WorkerTimeout":  # the per-call limit: building or churning took that long
+            return (f"{what}: building the queues with your constructor and churning them ran past the time limit "
+                    f"({error}). remove and append must cost O(1), whatever the queue's length. {cause}"), cost
         return f"{what} raised {type(error).__name__}: {error}", cost
     if cost.growth > limit:
         return too_slow(n_ops, cost), cost

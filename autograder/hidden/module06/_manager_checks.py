@@ -346,8 +346,8 @@ def state_problem(step: str, got: State, want: State, before: State, caching: bo
         how = ", ".join(f"{name} {how_off(g, w) or 'not an int'}"
                         for name, g, w in (("prefix_cache_queries", got.queries, want.queries),
                                            ("prefix_cache_hits", got.hits, want.hits)) if g != w)
-        cause = ("this call returned None, which changes nothing, counters included: count only once the room "
-                 "check has passed" if failed and (before.queries, before.hits) == (want.queries, want.hits) else
+        cause = ("this call returned None, and a failed one (None) changes nothing, counters included: count "
+                 "only once the room check has passed" if failed and (before.queries, before.hits) == (want.queries, want.hits) else
                  "each successful allocate with caching on adds len(tokens) queries and num_computed hits; a failed "
                  "one (None), append_tokens and caching off add nothing")
         return (f"after {step} prefix_cache_queries, prefix_cache_hits are {got.queries!r}, {got.hits!r}: {how}. "

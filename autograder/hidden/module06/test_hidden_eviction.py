@@ -38,7 +38,7 @@ def test_free_in_reverse_then_evict_the_tail_first(student: Any) -> None:
     run_walk(student, 8, ops, "two 4-block requests on 8 blocks, then a 2-block one evicting, then the first again")
 
 
-@pytest.mark.task("eviction", points=3)
+@pytest.mark.task("eviction", points=3.5)
 def test_lazy_eviction_under_pressure(student: Any) -> None:
     ops: list[tuple] = []
     prompts = [tokens(10 + i, 3 * BS + i) for i in range(6)]
@@ -113,7 +113,7 @@ EDGES = [
 ]
 
 
-@pytest.mark.task("eviction", points=1 / len(EDGES))
+@pytest.mark.task("eviction", points=0.75 / len(EDGES))  # 0.125 each: the task's points add up exactly
 @pytest.mark.parametrize(("what", "call", "want"), EDGES, ids=[e[0] for e in EDGES])
 def test_edge_cases(student: Any, what: str, call: Any, want: type[Exception]) -> None:
     problem = edge_problem(student, what, call, want)

@@ -101,7 +101,7 @@ def test_same_keys_in_a_fresh_process(student: Any) -> None:
     )
 
 
-@pytest.mark.task("kv_connector", points=1 / 3)
+@pytest.mark.task("kv_connector", points=0.25)
 @pytest.mark.parametrize("dtype", ["float16", "float32", "float64"])
 def test_round_trip_is_exact(student: Any, dtype: str) -> None:
     whole = kv_array(12, dtype, seed=31)
@@ -135,7 +135,7 @@ def test_round_trip_is_exact(student: Any, dtype: str) -> None:
     assert problem is None, problem
 
 
-@pytest.mark.task("kv_connector", points=1)
+@pytest.mark.task("kv_connector", points=1.25)
 def test_damaged_chunks_are_misses(student: Any) -> None:
     # A checksum over the header too changes when one header byte does: two fingerprints one character apart
     # must give chunks differing in more than that character.
