@@ -493,6 +493,7 @@ def test_landlock_and_seccomp_confine_the_worker_without_bubblewrap(folders: dic
         (outside / "answers.txt").chmod(0o644)
         with Sandbox(folders["student"], [folders["lib"]], bubblewrap=False) as sandbox:
             stud = sandbox.module("stud")
+            assert stud.echo(1) == 1, "the worker must serve a call"  # started: its layers are in the report
             report = "\n".join(sandbox.isolation)
             assert "seccomp: memory files, System V and POSIX IPC and network sockets refused" in report, report
             with pytest.raises(PermissionError):

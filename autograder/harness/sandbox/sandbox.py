@@ -568,7 +568,8 @@ class Sandbox(Exchange):
             notes += [f"Landlock (ABI {int(confined[0])}): {str(line)[:200]}" for line in confined[1][:4]]
             rewritten += [("filesystem: protected by permissions only", "filesystem: protected by permissions and Landlock"),
                           ("reduced: filesystem: the worker can read and write whatever that user can", ""),
-                          ("reduced: not hidden (readable if permissions allow)", "hidden by Landlock")]
+                          ("reduced: not hidden (readable if permissions allow)", "hidden by Landlock"),
+                          ("reduced: not hidden", "hidden by Landlock")]
         else:
             notes.append(f"reduced: no Landlock ({str(confined)[:200]})")
         for old, new in rewritten:
