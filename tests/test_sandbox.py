@@ -189,6 +189,9 @@ class Sneaky(list):
 def sneaky_pair():
     return Sneaky([1, 2])
 
+def make_world_writable(path):
+    os.chmod(path, 0o666)
+
 def open_inet_socket():
     import socket
     socket.socket(socket.AF_INET, socket.SOCK_STREAM).close()
@@ -495,7 +498,7 @@ def test_landlock_and_seccomp_confine_the_worker_without_bubblewrap(folders: dic
             stud = sandbox.module("stud")
             assert stud.echo(1) == 1, "the worker must serve a call"  # started: its layers are in the report
             report = "\n".join(sandbox.isolation)
-            assert "seccomp: memory files, System V and POSIX IPC and network sockets refused" in report, report
+            assert "seccomp: memory files, System V and POSIX IPC, network sockets and permission changes refused" in report, report
             with pytest.raises(PermissionError):
                 stud.open_inet_socket()
             fd, errno = stud.open_message_queue()
@@ -508,6 +511,8 @@ def test_landlock_and_seccomp_confine_the_worker_without_bubblewrap(folders: dic
                 stud.write_file(str(outside / "planted.txt"), "x")
             stud.write_file("scratch.txt", "notes")
             assert stud.read_file("scratch.txt") == "notes", "the worker's own folder must stay writable"
+            with pytest.raises(PermissionError):  # seccomp: a worker of the grader's own user could open its files
+                stud.make_world_writable("scratch.txt")
         assert not (outside / "planted.txt").exists(), "the worker wrote outside its folder"
     finally:
         shutil.rmtree(outside)

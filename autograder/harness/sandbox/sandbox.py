@@ -559,7 +559,7 @@ class Sandbox(Exchange):
         # Said before any student code ran: the worker's own words about the layers it took.
         unfiltered, confined = reply.get("unfiltered"), reply.get("landlock")
         notes = [f"reduced: memory files and System V memory not refused ({str(unfiltered)[:200]})"
-                 if unfiltered is not None else "seccomp: memory files, System V and POSIX IPC and network sockets refused"]
+                 if unfiltered is not None else "seccomp: memory files, System V and POSIX IPC, network sockets and permission changes refused"]
         # The plan's words for a worker confined by permissions only, as these layers change them.
         rewritten: list[tuple[str, str]] = []
         if unfiltered is None:

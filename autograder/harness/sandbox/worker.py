@@ -108,8 +108,10 @@ def forbid_new_privileges() -> None:
 # message queues (8 segments of 128 MB once took a 768 MB grading's trusted process down with the
 # worker), and POSIX message queues (which /dev/mqueue need not show). Their system call numbers by
 # machine, with its audit architecture (as seccomp reports it), and the number of socket(2), whose
-# domain must be AF_UNIX: no network socket, with or without bubblewrap's network namespace. Every
-# other architecture's calls are refused outright.
+# domain must be AF_UNIX: no network socket, with or without bubblewrap's network namespace. And
+# permission changes: Landlock does not cover chmod, and a worker running as the grader's own user
+# (an ordinary user grading) could otherwise open the grader's files to everyone. Every other
+# architecture's calls are refused outright.
 REFUSED_CALLS = {
     "x86_64": (0xC000003E, 41, (
         319, 447,  # memfd_create, memfd_secret
@@ -118,6 +120,7 @@ REFUSED_CALLS = {
         68, 69, 70, 71,  # msgget, msgsnd, msgrcv, msgctl
         240, 241, 242, 243, 244, 245,  # mq_open, mq_unlink, mq_timedsend, mq_timedreceive, mq_notify, mq_getsetattr
         425, 426, 427,  # io_uring_setup, io_uring_enter, io_uring_register: sockets behind the filter's back
+        90, 91, 268, 452, 92, 93, 94, 260,  # chmod, fchmod, fchmodat, fchmodat2, chown, fchown, lchown, fchownat
     )),
     "aarch64": (0xC00000B7, 198, (
         279, 447,
@@ -126,6 +129,7 @@ REFUSED_CALLS = {
         186, 189, 188, 187,
         180, 181, 182, 183, 184, 185,
         425, 426, 427,
+        52, 53, 452, 55, 54,  # fchmod, fchmodat, fchmodat2, fchown, fchownat (no chmod or chown here)
     )),
 }
 AF_UNIX = 1
