@@ -706,10 +706,15 @@ class Campaign:
 
 
 def unwrapped(case: Case, bubblewrap: bool) -> bool:
-    """A case for bubblewrap, as root where bubblewrap does not work: not graded. Its worker would run
-    without it, which its no-bubblewrap variant grades where it has one; the rest (NOT_WITHOUT_BUBBLEWRAP)
-    permissions alone cannot pass."""
-    return case.bubblewrap and IS_ROOT and not bubblewrap
+    """A case for bubblewrap, as root where bubblewrap does not work, or by an ordinary user's grader
+    (which never uses it) where a no-bubblewrap variant grades the same payload: not graded. Its worker
+    would run without it, as that variant's does; the rest (NOT_WITHOUT_BUBBLEWRAP) permissions and
+    Landlock alone cannot pass."""
+    if not case.bubblewrap:
+        return False
+    if IS_ROOT:
+        return not bubblewrap
+    return any(other.folder == case.folder and not other.bubblewrap for other in CASES)
 
 
 def megabytes(peak: int | None) -> str:
@@ -828,7 +833,9 @@ def test_hostile_submission(campaign: Campaign, case: Case) -> None:
     if not case.bubblewrap and READABLE_PYTHON is None:
         pytest.skip("no interpreter here that the unprivileged user can run, so no grading without bubblewrap")
     if unwrapped(case, campaign.bubblewrap):
-        pytest.skip("bubblewrap does not work here (.ci/run installs it), so no grading with it")
+        pytest.skip("bubblewrap does not work here (.ci/run installs it), so no grading with it" if IS_ROOT else
+                    "an ordinary user's grader never uses bubblewrap; this payload's no-bubblewrap variant expects "
+                    "what it does without it, and grading that variant needs root (a uid of its own)")
     outcome = campaign.outcomes[case.name]
     hostile, honest = outcome.hostile, campaign.honest[case.honest].results
     assert honest is not None, f"the honest part {case.honest} was not graded"
@@ -844,7 +851,11 @@ def test_hostile_submission(campaign: Campaign, case: Case) -> None:
             f"{name}'s grading peaked at {graded.memory_peak >> 20} MB, within {GRADER_HEADROOM_BYTES >> 20} MB of the "
             f"{GRADER_MEMORY_BYTES >> 20} MB limit")
     status = results["extra_data"]["status"]
-    tamper_detected = case.writes_grader_files and not IS_ROOT
+    # A worker of the grader's own user: only Landlock (and seccomp's refusal of chmod) keeps it from the
+    # grader's files; without Landlock the grader must notice the write and refuse to score.
+    confined = any(line.startswith("Landlock (ABI") for line in (hostile.results or {}).get("extra_data", {}).get(
+        "isolation", []))
+    tamper_detected = case.writes_grader_files and not IS_ROOT and not confined
     if tamper_detected:
         # The worker could write the grader's files: the runner must notice and refuse to score.
         assert status == "grader_fault" and results["score"] == 0, (
