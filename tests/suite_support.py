@@ -23,6 +23,7 @@ import os
 import re
 import queue
 import select
+import contextlib
 import shutil
 import subprocess
 import sys
@@ -31,7 +32,7 @@ import threading
 import time
 import xml.etree.ElementTree as ET
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, replace
 from functools import cached_property
@@ -104,6 +105,18 @@ def readable_python() -> str | None:
     if os.geteuid() != 0 or not os.path.exists(candidate):
         return None
     return candidate if venv_python.runs([candidate, "-c", "pass"], identity.PROBE_UID) else None
+
+
+@contextlib.contextmanager
+def folder_others_may_enter(prefix: str) -> Iterator[Path]:
+    """A new folder of mode 755 in the temporary folder (pytest's tmp_path is root's, mode 700, out of
+    an unprivileged uid's reach), removed afterwards."""
+    folder = Path(tempfile.mkdtemp(prefix=prefix))
+    folder.chmod(0o755)
+    try:
+        yield folder
+    finally:
+        shutil.rmtree(folder)
 
 
 def bubblewrapped(isolation: list[str]) -> bool:

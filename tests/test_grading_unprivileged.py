@@ -12,13 +12,13 @@ import os
 import shutil
 import subprocess
 import sys
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from autograder.harness.results import validate_file
+from suite_support import folder_others_may_enter
 
 REPO = Path(__file__).resolve().parents[1]
 NOBODY = 65534
@@ -31,11 +31,9 @@ pytestmark = pytest.mark.skipif(
 
 @pytest.fixture
 def public_tmp() -> Iterator[Path]:
-    """A folder user nobody can enter (pytest's own tmp_path is root's, mode 700)."""
-    folder = Path(tempfile.mkdtemp(prefix="kvlab-unprivileged-"))
-    folder.chmod(0o755)
-    yield folder
-    shutil.rmtree(folder)
+    """A folder user nobody can enter."""
+    with folder_others_may_enter("kvlab-unprivileged-") as folder:
+        yield folder
 
 
 def as_nobody(argv: list[str], home: Path) -> list[str]:

@@ -28,6 +28,7 @@ import pytest
 from autograder.harness.assignment import load_assignment
 from autograder.harness.sandbox import staging
 from autograder.harness.sandbox.sandbox import WORKER_DISTRIBUTIONS
+from suite_support import folder_others_may_enter
 
 REPO = Path(__file__).resolve().parents[1]
 # What autograder.grade builds a package from (assignment registry, harness, library, references).
@@ -61,10 +62,8 @@ def private() -> Iterator[Path]:
 @pytest.fixture
 def scratch() -> Iterator[Path]:
     """TMPDIR for the grading: a folder others may enter, checked empty afterwards."""
-    folder = Path(tempfile.mkdtemp(prefix="kvlab-scratch-"))
-    folder.chmod(0o755)
-    yield folder
-    shutil.rmtree(folder)
+    with folder_others_may_enter("kvlab-scratch-") as folder:
+        yield folder
 
 
 def test_reference_gets_full_marks_from_a_private_checkout(private: Path, scratch: Path) -> None:

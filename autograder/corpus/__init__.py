@@ -28,6 +28,8 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
+from autograder import mutants
+
 HERE = Path(__file__).resolve().parent
 
 # A sentence of a stub's docstring that states a rule a test can check holds one of these.
@@ -96,13 +98,13 @@ def bugs(assignment: str) -> list[Bug]:
 
 
 def mutate(bug: Bug, text: str) -> str:
-    """`text` with the bug's replacements applied; CorpusError unless each `old` occurs exactly once."""
-    for old, new in bug.replacements:
-        count = text.count(old)
-        if count != 1:
-            raise CorpusError(f"corpus entry {bug.name}: {old!r} occurs {count} times in {bug.base}/{bug.file}")
-        text = text.replace(old, new)
-    return text
+    """`text` with the bug's replacements applied; CorpusError unless each `old` occurs exactly once
+    (the catalogs' rule, `autograder.mutants.mutate`)."""
+    as_mutant = mutants.Mutant(bug.name, bug.file, bug.replacements, bug.bug, (bug.task,), bug.expect[0])
+    try:
+        return mutants.mutate(as_mutant, text)
+    except mutants.MutantError as error:
+        raise CorpusError(f"corpus entry of base {bug.base}: {error}") from None
 
 
 def apply(assignment: str, bug: Bug, destination: Path) -> Path:

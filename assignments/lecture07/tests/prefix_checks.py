@@ -47,6 +47,26 @@ def digests_problem(call: str, digests: Any, n_tokens: int, block_size: int) -> 
     return None
 
 
+def negative_ids_problem(student: Any, call: str, signed: list[int], block_size: int, compared: list[int],
+                         compared_as: str) -> str | None:
+    """None if block_hashes(signed, block_size), some ids negative, gives one digest per full block and none
+    equal to the digests of `compared` (the same ids with their signs changed, `compared_as` in words);
+    else what differed."""
+    try:
+        digests = student.prefix_cache.block_hashes(signed, block_size)
+    except Exception as error:  # a student's exception of any type is a finding
+        return (f"{call} raised {type(error).__name__}: {error}. Likely cause: negative integers are integers: "
+                "block_hashes hashes them like any other value and never refuses them")
+    problem = digests_problem(call, digests, len(signed), block_size)
+    if problem:
+        return problem
+    same = [i for i, (a, b) in enumerate(zip(digests, checked_hashes(student, compared, block_size))) if a == b]
+    if same:
+        return (f"{call} gave digests {same} equal to those of the same ids {compared_as}. Likely cause: a digest "
+                "depends on the token values, sign included (-1 and 1 are different tokens)")
+    return None
+
+
 def checked_hashes(student: Any, tokens: Any, block_size: int, parent: str | None = None) -> list[str]:
     """The student's block_hashes(tokens, block_size, parent); fail the test unless well-formed."""
     call = f"block_hashes(<{len(tokens)} tokens>, {block_size}{'' if parent is None else ', parent=...'})"
