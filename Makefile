@@ -11,7 +11,7 @@ OUT ?= dist/$(A)-results.json
 SUBS ?=
 JOBS ?= 2
 
-.PHONY: all venv bytecode traces new starter release autograder grade grade-all grade-reference demo bench test check-py310 clean
+.PHONY: all venv bytecode traces new starter release autograder grade grade-all class-report grade-reference demo bench test check-py310 clean
 
 # Ends with one line naming `make traces` when the real traces could not be installed.
 all: venv traces starter release autograder grade-reference
@@ -64,6 +64,14 @@ grade-all: venv
 	$(PY) -m autograder.grade_all --assignment $(A) --submissions $(SUBS) --jobs $(JOBS) \
 		--out $(if $(filter command line,$(origin OUT)),$(OUT),dist/$(A)-batch)
 
+# After grade-all (the same A, SUBS and OUT): report.html and report.csv in OUT, the batch folder
+# (autograder/class_report.py: score histograms, most failed tests, slowest gradings, grader faults,
+# similar pairs of submissions).
+class-report: venv
+	$(PY) -m autograder.class_report --assignment $(A) \
+		--submissions $(or $(SUBS),$(error make class-report needs SUBS=<the folder grade-all graded>)) \
+		--batch $(if $(filter command line,$(origin OUT)),$(OUT),dist/$(A)-batch)
+
 grade-reference: venv
 	$(PY) -m autograder.grade_reference $(ASSIGNMENTS)
 
@@ -103,3 +111,19 @@ MUTATE ?=
 .PHONY: mutate
 mutate: venv
 	$(PY) -m tools.mutate $(A) --jobs $(JOBS) $(MUTATE)
+
+# The course on JupyterHub with nbgrader (README.md, "Teaching with nbgrader"). `make nbgrader`: the
+# course folder OUT (default dist/nbgrader): nbgrader_config.py and source/<id>/ for every assignment
+# (A=<id>: that one), EXCHANGE=DIR sets nbgrader's Exchange.root; the gradebook, release/,
+# submitted/ and feedback/ already there are kept. `make nbgrader-grade A=<id>`: grades what
+# `nbgrader collect` put in OUT/submitted/ with the hidden tests in the sandbox, as `make grade`
+# does, into the gradebook, feedback/ and the batch OUT/batch/<id>/ (scores.csv, results.json).
+NBGRADER_COURSE = $(if $(filter command line,$(origin OUT)),$(OUT),dist/nbgrader)
+.PHONY: nbgrader nbgrader-grade
+nbgrader: venv
+	$(PY) -m tools.nbgrader_course $(if $(filter command line,$(origin A)),$(A)) --out $(NBGRADER_COURSE) \
+		$(if $(EXCHANGE),--exchange $(EXCHANGE))
+
+nbgrader-grade: venv
+	$(PY) -m autograder.nbgrader_grade --course $(NBGRADER_COURSE) --jobs $(JOBS) \
+		--assignment $(if $(filter command line,$(origin A)),$(A),$(error make nbgrader-grade needs A=<id>))

@@ -93,7 +93,10 @@ def grade_submission(package: Path, submission: Path, out: Path, python: str = s
         unpack(package, source)
         # symlinks=True: a student's symlink stays a symlink, which the runner refuses to follow.
         shutil.copytree(submission, root / "submission", symlinks=True)
-        (root / "results").mkdir()
+        # Root-only too: the runner copies the files into the sandbox, which lets only its own
+        # worker read them; a batch's other workers must see neither the files nor the results.
+        (root / "submission").chmod(0o700)
+        (root / "results").mkdir(mode=0o700)
         env = {**os.environ, "AUTOGRADER_ROOT": str(root), "KVLAB_PYTHON": python}
         started = time.monotonic()
         process = start_runner(source / "run_autograder", root, env)

@@ -1,4 +1,4 @@
-"""Fuzzing the trusted side with malformed replies (issue 8, item 3).
+"""Fuzzing the trusted side with malformed replies.
 
 Whatever the student's process sends, the test that asked fails with a message about the student's
 code and grading goes on: a grader fault ("contact the staff") is for the harness failing on its own.

@@ -21,6 +21,7 @@ import numpy as np
 import pytest
 import redis
 
+from kvlab import kvstore
 from kvlab.kvstore import MemoryStore, model_fingerprint, open_store, redis_server
 from kvlab.model import TINY, config_like
 
@@ -260,3 +261,37 @@ def test_open_store_urls() -> None:
     assert isinstance(client, redis.Redis), "redis:// is a redis-py client"
     with pytest.raises(ValueError, match="unknown store URL"):
         open_store("http://127.0.0.1:6379")
+
+
+@pytest.mark.parametrize("batch", [
+    [("_do_get", (b"k",))],  # a private method of the store, not a command
+    [("get", ("k",))],  # a str argument: only encoded bytes cross
+    [("get", (b"k", b"extra"))],  # the wrong number of arguments
+    [("set", (b"k", b"v")), ("nonsense", ())],  # a bad command after a good one
+    "get k",  # not a list of commands
+])
+def test_a_lent_store_refuses_a_malformed_batch_without_running_or_counting_it(batch: Any) -> None:
+    """serve checks a whole batch before running any of it: nothing is stored or counted."""
+    store = kvstore.MemoryStore()
+    handle = kvstore.lend(store)
+    with pytest.raises(TypeError):
+        kvstore.serve(handle, batch)
+    assert (store.commands, store.round_trips, store.used_memory) == ({}, 0, 0), (
+        f"serve ran or counted part of the malformed batch {batch!r}: commands {store.commands}, "
+        f"round trips {store.round_trips}, bytes held {store.used_memory}")
+
+
+def test_a_store_client_counts_on_the_lent_store() -> None:
+    """Each plain command and each pipeline's execute() of a StoreClient is one round trip of the
+    store it names; the client holds no counters."""
+    store = kvstore.MemoryStore()
+    client = kvstore.StoreClient(kvstore.lend(store))
+    client.set("a", b"1")
+    assert client.get("a") == b"1"
+    pipe = client.pipeline(transaction=False)
+    pipe.exists("a").get("b")
+    assert pipe.execute() == [1, None]
+    assert store.round_trips == 3, f"3 requests made 3 round trips of the store, not {store.round_trips}"
+    assert store.commands == {"set": 1, "get": 2, "exists": 1}, f"the store counted {store.commands}"
+    with pytest.raises(ValueError):
+        kvstore.serve(-1, [])

@@ -1,4 +1,4 @@
-"""The trusted process's memory is bounded per test (issue 8, item 5).
+"""The trusted process's memory is bounded per test.
 
 What a submission can make the grader compute or hold: the attention scores of a `forward` it asks
 for (checked before anything is computed), the arrays of its replies that a test still holds (counted

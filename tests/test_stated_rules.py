@@ -1,4 +1,4 @@
-"""Every name a graded test relies on is stated to students (issue 9, item 1), proven mechanically.
+"""Every name a graded test relies on is stated to students, proven mechanically.
 
 For every assignment, the reference solution is graded through the sandbox (the grader's own entry,
 `autograder.harness.run.run`, in a subprocess) while the sandbox records what the trusted side uses

@@ -40,7 +40,7 @@ pytestmark = pytest.mark.timeout(1800)
 PUBLIC_SHARE = 0.9
 # Hidden walks are fixed scripts (module 6's block manager and free queue, lecture 7's pool, sequence,
 # prefix cache and eviction scripts): their messages say how a value is off, never the value the step
-# expected, so resubmitting cannot collect a table of expected states to replay (issue 8, class 2).
+# expected, so resubmitting cannot collect a table of expected states to replay (harvested values).
 WALK_MESSAGE = re.compile(r"walk step \d+|\bstep \d+(?: of |[:,] )")
 EXPECTED_VALUE = re.compile(r"expected (?:\d|\[|\(|the head, block)")
 # The submissions every assignment grades besides its mutants.

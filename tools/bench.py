@@ -7,17 +7,26 @@ beside a floor: the same replay with a bare set and no eviction (walk each reque
 they are in the set, then add them all), which no cache can beat in pure Python. The same follows
 for the synthetic trace `make_trace(seed=0)` and, when present, Mooncake's synthetic trace.
 
-The target (course issue): at most 1 s per (policy, capacity) on the conversation trace. The
-machine is shared, so timings are the best of several runs and still vary by a few tens of percent.
+The target: at most 1 s per (policy, capacity) on the conversation trace. The machine is shared,
+so timings are the best of several runs and still vary by a few tens of percent.
 
-    python -m tools.bench [--repeats N]
+    python -m tools.bench [--repeats N] [--write-docs]
+
+`--write-docs` also writes what it prints into its own section of docs/performance.md (between
+`<!-- bench:replay -->` and `<!-- /bench:replay -->`). The helpers for that (`write_docs_section`,
+`publish`) live here and serve the other benches too (`tools.bench_grading`, `kvlab.kvstore_bench`).
 """
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
+import os
+import platform
+import re
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -36,6 +45,82 @@ CAPACITIES: tuple[int | None, ...] = (None, 100_000, 10_000, 1_000)
 TARGET_SECONDS = 1.0
 CONVERSATION = "conversation_trace.jsonl"
 MOONCAKE_SYNTHETIC = "synthetic_trace.jsonl"
+PERFORMANCE_PAGE = ROOT / "docs" / "performance.md"
+
+
+def section_markers(name: str) -> tuple[str, str]:
+    """The opening and closing markers of bench section `name` in docs/performance.md."""
+    return f"<!-- bench:{name} -->", f"<!-- /bench:{name} -->"
+
+
+def write_docs_section(name: str, content: str, page: Path = PERFORMANCE_PAGE) -> None:
+    """Replace what lies between section `name`'s markers in `page` by `content`.
+
+    Everything outside the markers (the markers included) is kept byte for byte. Each marker must
+    appear exactly once, the opening one first: otherwise ValueError, naming the marker, and the
+    page is left as it was (a page edited by hand must never lose text silently).
+    """
+    opening, closing = section_markers(name)
+    text = page.read_text(encoding="utf-8")
+    for marker in (opening, closing):
+        if text.count(marker) != 1:
+            raise ValueError(f"{page} holds {marker} {text.count(marker)} times, not once: "
+                             f"restore section {name!r} by hand before writing it")
+    start = text.index(opening) + len(opening)
+    end = text.index(closing)
+    if end < start:
+        raise ValueError(f"{page}: {closing} comes before {opening}")
+    page.write_text(text[:start] + "\n" + content.strip("\n") + "\n" + text[end:], encoding="utf-8")
+
+
+def machine_description() -> str:
+    """The machine the figures come from: its cores, CPU model (where Linux says) and Python."""
+    model = ""
+    with contextlib.suppress(OSError):
+        found = re.search(r"^model name\s*:\s*(.+)$", Path("/proc/cpuinfo").read_text(), re.MULTILINE)
+        model = f" ({found.group(1).strip()})" if found else ""
+    return f"{os.cpu_count()} cores{model}, Python {platform.python_version()}"
+
+
+def invoked_command() -> str:
+    """How this process was started, as `python -m package.module ARGS` where it can tell."""
+    script = Path(sys.argv[0]).resolve()
+    try:
+        module = ".".join(script.relative_to(ROOT).with_suffix("").parts)
+    except ValueError:
+        module = script.name
+    return " ".join(["python -m", module, *sys.argv[1:]])
+
+
+class _Tee(io.StringIO):
+    """Keeps a copy of what is written and passes it on (a bench's output still reaches the console)."""
+
+    def __init__(self, target: Any) -> None:
+        super().__init__()
+        self.target = target
+
+    def write(self, text: str) -> int:
+        self.target.write(text)
+        return super().write(text)
+
+    def flush(self) -> None:
+        self.target.flush()
+
+
+def publish(name: str, run: Callable[[], Any], page: Path = PERFORMANCE_PAGE) -> Any:
+    """Call run() (a bench that prints its figures), then write what it printed to section `name`.
+
+    The section says which command made the figures and on what machine (never when: the page
+    holds the figures of the last run), then the printed text verbatim, with this checkout's path
+    made relative. Nothing is written if run() raises. Returns run()'s result.
+    """
+    with contextlib.redirect_stdout(_Tee(sys.stdout)) as copy:
+        result = run()
+    printed = copy.getvalue().replace(f"{ROOT}/", "").rstrip()
+    write_docs_section(name, f"Figures from the last run of `{invoked_command()}`, on {machine_description()}:\n\n"
+                             f"```text\n{printed}\n```", page)
+    print(f"\nwrote section {name!r} of {page}")
+    return result
 
 
 def load_reference() -> ModuleType:
@@ -91,7 +176,7 @@ def bench_trace(name: str, trace: Sequence[Request], reference: ModuleType, repe
             seconds, ratio = best_of(repeats, lambda: reference.hit_ratio(trace, capacity, policy))
             rows.append([f"reference {policy.upper()}", capacity_label(capacity), ratio, seconds,
                          seconds / floor_seconds, None if target is None else seconds <= target])
-    target_note = (f"target: <= {target:g} s per replay (course issue)" if target is not None
+    target_note = (f"target: <= {target:g} s per replay" if target is not None
                    else "no target for this trace")
     return format_table(
         f"{name}: {len(trace):,} requests, best of {repeats} runs",
@@ -106,9 +191,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--repeats", type=int, default=3, help="runs per replay; the fastest counts (default 3)")
+    parser.add_argument("--write-docs", action="store_true",
+                        help="also write the figures into their section of docs/performance.md")
     args = parser.parse_args(argv)
     if args.repeats < 1:
         parser.error("--repeats must be >= 1")
+    if args.write_docs:
+        return publish("replay", lambda: replay_all(args.repeats))
+    return replay_all(args.repeats)
+
+
+def replay_all(repeats: int) -> int:
+    """Print the replay table of every trace present (the conversation trace first)."""
     reference = load_reference()
 
     folder = mooncake_dir()
@@ -126,7 +220,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"Replays through the reference hit_ratio, {SOLUTION.relative_to(ROOT)}/prefix_cache.py")
     for name, trace, target in traces:
         print()
-        print(bench_trace(name, trace, reference, args.repeats, target))
+        print(bench_trace(name, trace, reference, repeats, target))
     return 0
 
 

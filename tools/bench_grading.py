@@ -1,6 +1,6 @@
-"""Whole gradings of each reference on one CPU, in-process and sandboxed: issue 8's overhead figures.
+"""Whole gradings of each reference on one CPU, in-process and sandboxed: the sandbox's overhead.
 
-The issue asks the sandbox to cost at most 1.5x an in-process grading on one core. Each round grades
+The goal is a sandboxed grading at most 1.5x an in-process one on one core. Each round grades
 every assignment's reference once in each mode, each grading in a new interpreter pinned to one
 CPU, and times `autograder.harness.run.run` there (the harness's own imports excluded, the
 worker's start-up included). Rounds interleave the modes, because this machine's speed drifts by
@@ -17,7 +17,10 @@ R round trips cannot be cheaper sandboxed than in-process + start-up + R x that 
 Run it after `make bytecode` (setup.sh compiles the same on Gradescope): without bytecode each
 worker compiles its own modules and the course library at every start.
 
-    python -m tools.bench_grading [--rounds N] [--cpu K] [ASSIGNMENT ...]
+    python -m tools.bench_grading [--rounds N] [--cpu K] [--write-docs] [ASSIGNMENT ...]
+
+`--write-docs` also writes what it prints into its section of docs/performance.md (between
+`<!-- bench:grading -->` and `<!-- /bench:grading -->`; `tools.bench.publish`).
 """
 from __future__ import annotations
 
@@ -117,6 +120,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cpu", type=int, default=max(os.sched_getaffinity(0)), help="the CPU to pin to")
     parser.add_argument("--one", nargs=2, metavar=("ASSIGNMENT", "MODE"), help=argparse.SUPPRESS)
     parser.add_argument("--crossing", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--write-docs", action="store_true",
+                        help="also write the tables into their section of docs/performance.md")
     args = parser.parse_args(argv)
     if args.one:  # a child: one grading
         print(json.dumps(grade_once(*args.one)))
@@ -124,6 +129,15 @@ def main(argv: list[str] | None = None) -> int:
     if args.crossing:  # a child: the cost of crossing
         print(json.dumps(crossing_costs()))
         return 0
+    if args.write_docs:
+        # Imported here, not at the top: a child's whole-process time must not include it.
+        from tools.bench import publish  # noqa: PLC0415
+        return publish("grading", lambda: bench(args))
+    return bench(args)
+
+
+def bench(args: argparse.Namespace) -> int:
+    """The rounds, their two tables and the cost of crossing, printed."""
     assignments = args.assignments or sorted(p.name for p in (ROOT / "assignments").iterdir() if p.is_dir())
     titles = {  # each measure of a grading, and the title of its table
         "seconds": f"Whole gradings of the references on CPU {args.cpu}, {args.rounds} interleaved rounds (seconds)",

@@ -1,8 +1,8 @@
 """Install the real Mooncake traces into `data/mooncake/` of this clone (`make traces`).
 
 Where they are published: the repository github.com/kvcache-ai/Mooncake, folder
-`FAST25-release/traces/`, at commit 3cca71daccf2a7afb8fe3f0295358f70e3a69fdb (2025-02-21, "add
-FAST25 release"; the files are unchanged since), released with the Mooncake paper (FAST'25) under
+`FAST25-release/traces/`, at commit 3cca71daccf2a7afb8fe3f0295358f70e3a69fdb ("add FAST25
+release"; the files are unchanged since), released with the Mooncake paper (FAST'25) under
 the repository's Apache-2.0 licence (its LICENSE-APACHE). They are data, never committed here:
 `data/` is ignored by git, and `kvlab.trace.mooncake_dir()` finds them there by default.
 

@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+import kvlab.kvstore
 import kvlab.model
 from autograder.harness.sandbox import BadValue, ColumnCodec, SandboxConfig, TooBig
 
@@ -100,7 +101,10 @@ COURSE = SandboxConfig(
     # calls kvlab.model.forward, the worker's stand-in sends the call here with the student's cache
     # as a proxy. Student code may rewrite the worker's copy of the library as it likes; the logits
     # it gets, and the operations kvlab.counter records, come from this process.
-    remote={"kvlab.model:forward": bounded_forward},
+    # Module 6's store stays here too: a test lends it (kvlab.kvstore.lend) and gives the student's
+    # connector a StoreClient made in the worker, whose every request runs on it through `serve`; the
+    # store's contents and its commands / round_trips counters live in this process only.
+    remote={"kvlab.model:forward": bounded_forward, "kvlab.kvstore:serve": kvlab.kvstore.serve},
     # Every student.call runs here, on proxies of the student's objects: forward (bounded),
     # run_counted (which then counts the forward calls the student's function makes from this
     # side), paged_step (which writes the new K/V into the student's pool in place through
@@ -108,12 +112,12 @@ COURSE = SandboxConfig(
     # module 6's run_requests, and any other library function a test names.
     trusted_packages=("kvlab",),
     trusted_calls={"kvlab.model:forward": bounded_forward},
-    # Made in the worker because the student's code holds them: module 6's MemoryStore (the
-    # connector writes into it; see docs/design.md for what this leaves) and the blocks of its
-    # free-queue guards (200,000, one round trip each would dwarf what the guard times; why that is
-    # safe: block_list's docstring). kvlab.probe's `ask` too: one round trip for a state machine's
-    # whole state, for a lecture-2 cache test's calls (kvlab.probe.play), or for the free-queue
+    # Made in the worker because the student's code holds them: module 6's StoreClient (the
+    # connector's handle to a store lent from this process; it holds nothing a verdict reads) and
+    # the blocks of its free-queue guards (200,000, one round trip each would dwarf what the guard
+    # times; why that is safe: block_list's docstring). kvlab.probe's `ask` too: one round trip for
+    # a state machine's whole state, for a lecture-2 cache test's calls (kvlab.probe.play), or for the free-queue
     # guards' 25 remove + append pairs at a time (why that is safe: its docstring, and
     # kvlab.serving.drills').
-    worker_calls=frozenset({"kvlab.kvstore:MemoryStore", "kvlab.serving.drills:block_list", "kvlab.probe:ask"}),
+    worker_calls=frozenset({"kvlab.kvstore:StoreClient", "kvlab.serving.drills:block_list", "kvlab.probe:ask"}),
 )

@@ -21,8 +21,10 @@ student code, at most assignment.json's call_timeout_seconds) and `KVLAB_TIME_BU
 the whole run, at most --time-budget). Gradescope sets neither; a value that is not a number of
 seconds is a grader fault. A third, `KVLAB_NO_BUBBLEWRAP=1`, grades as Gradescope's Docker does
 (where bubblewrap cannot start): the worker runs as a uid of its own with file permissions as the
-only barrier. It never lets student code run as root: without an unprivileged identity that can
-run the interpreter, grading stops with a grader fault.
+only barrier besides Landlock and seccomp. It never lets student code run as root: without an
+unprivileged identity that can run the interpreter, grading stops with a grader fault. A fourth,
+`KVLAB_NO_LANDLOCK=1`, keeps the worker from taking Landlock, as on a kernel without it (the
+results say the isolation is reduced); the repository's tests grade that way too.
 
 Whenever the student's process shares the grader's identity (no unprivileged user: a grader that
 is not root), it could write the grader's own files. The runner then cannot prevent that, but it
@@ -82,6 +84,7 @@ PYTEST_ENV = ("PYTEST_ADDOPTS", "PYTEST_PLUGINS")
 CALL_TIMEOUT_ENV = "KVLAB_CALL_TIMEOUT"
 TIME_BUDGET_ENV = "KVLAB_TIME_BUDGET"
 NO_BUBBLEWRAP_ENV = "KVLAB_NO_BUBBLEWRAP"
+NO_LANDLOCK_ENV = "KVLAB_NO_LANDLOCK"
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -284,7 +287,8 @@ def make_backend(mode: str, assignment: Assignment, modules_dir: Path, private: 
     # The course library is the sandbox's to place (bound under bubblewrap, else a read-only copy).
     sandbox = Sandbox(modules_dir, [], packages=[Path(kvlab.__file__).resolve().parent], limits=limits,
                       hide=hidden_from_student(assignment, private, results_path),
-                      bubblewrap=os.environ.get(NO_BUBBLEWRAP_ENV, "") != "1", config=COURSE)
+                      bubblewrap=os.environ.get(NO_BUBBLEWRAP_ENV, "") != "1",
+                      landlock=os.environ.get(NO_LANDLOCK_ENV, "") != "1", config=COURSE)
     return SandboxBackend(sandbox)
 
 

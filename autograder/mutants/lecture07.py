@@ -403,7 +403,7 @@ MUTANTS = [
         "the ratio is the mean of per-request ratios instead of token-weighted",
         ("hit_ratio",), "a mean of per-request ratios",
     ),
-    # Found by a mutation sweep (issue 9, item 7): behaviour changes the tests used to miss.
+    # Found by a mutation sweep (`make mutate`): behaviour changes the tests used to miss.
     Mutant(
         "hash_skips_last_token_of_block", PREFIX,
         ((HASH_STEP, HASH_STEP.replace("values[start:start + block_size]", "values[start:start + block_size - 1]")),),

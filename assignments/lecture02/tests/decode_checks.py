@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from kvlab.model import TINY, Config, config_like, forward, generate, init_params
-from kvlab.probe import Step
+from kvlab.probe import Replies, Step, play
 from kvlab.testing import FLOAT32_LOGIT_ATOL, LOGIT_ATOL, array_difference, shape_problem
 
 # The cache holds n_kv_heads heads per layer, so the three attention variants give caches of
@@ -83,6 +83,14 @@ NUMPY_BROADCAST = "could not broadcast"
 # A cache's reads, as kvlab.probe.play steps.
 LENGTH: Step = ("length", None)
 NBYTES: Step = ("nbytes", ())
+
+
+def both_ways(student: Any, make: Callable[[], Any], steps: Sequence[Step]) -> list[Replies]:
+    """What new caches `make()` answer to `steps`, asked two ways: all in one step (kvlab.probe.play,
+    one round trip in the grader) and by direct calls, one per step as the test reads them, as
+    forward and greedy_decode make them. A test checks both with the same rules: a cache must answer
+    the same whoever calls it."""
+    return [play(student, make, steps), Replies(make(), steps, None)]
 
 
 def store_steps(keys: np.ndarray, values: np.ndarray, chunks: Sequence[int]) -> list[Step]:
@@ -483,7 +491,12 @@ def teacher_forced(params: dict[str, np.ndarray], prompt: np.ndarray, n_new: int
 
 
 def measure_work(student: Any) -> str | None:
-    """Whether greedy_decode's work grows linearly with n_new (see COST_CFG); the message if not."""
+    """Whether greedy_decode's work grows linearly with n_new (see COST_CFG); the message if not.
+
+    Against the trusted decode when one is registered (the grader: `use_trusted_decode`), else
+    against the decode's own time for n new tokens (a student's `make test`)."""
+    if _TRUSTED:
+        return measure_against_trusted(student, _TRUSTED[0])
     params = init_params(COST_CFG, seed=7)
     n, k = COST_N_NEW, COST_FACTOR
     ratios: list[float] = []
@@ -513,10 +526,95 @@ def measure_work(student: Any) -> str | None:
     return (
         f"greedy_decode of {k * n} new tokens took {ratio:.1f} times the CPU time of {n} new tokens on "
         f"{describe(COST_CFG)}; with the cache the work per step stays nearly constant, so {k} times the tokens "
-        f"costs about {k} times the time (the limit is {COST_RATIO_LIMIT:g}x). Likely cause: each step recomputes "
-        "the whole sequence (with kvlab.model.forward or any other copy of the model) instead of feeding only "
-        "the newest token to forward with the cache"
+        f"costs about {k} times the time (the limit is {COST_RATIO_LIMIT:g}x). Likely cause: {RECOMPUTES}"
     )
+
+
+RECOMPUTES = ("each step recomputes the whole sequence (with kvlab.model.forward or any other copy of the model) "
+              "instead of feeding only the newest token to forward with the cache")
+
+# The grader's check (measure_against_trusted). A self-ratio, cost(6n) / cost(n), is what a decode can
+# pad: spinning each call up to a floor of CPU time makes a recomputing decode's short and long runs
+# cost alike. So the decode is compared with a trusted cached decode, timed in the grader's own
+# process (which the student's code cannot slow down or speed up) on the same params, sizes and
+# batch, each of its runs right after the student's of the same size. Two quantities, each against
+# the trusted decode's: the growth, cost(6n) - cost(n) (a constant added to every call cancels, and
+# so does the sandbox's cost per call), and the cost of the long run itself (padding only adds time,
+# so a recomputing decode's 6n run costs at least its recomputation, however its short runs are
+# padded up to look alike). Measured in the grader for n = 16, batch 8, on a loaded 2-core machine:
+# the trusted growth 30-60 ms; an honest decode's growth and long run 0.8-1.6x the trusted ones; a
+# recomputing one (the model pasted into the submission, padded or not) 10-20x in both or, padded to
+# a floor, growth near 0 and long run 10-20x. Both limits sit near the geometric middle.
+COST_GROWTH_LIMIT, COST_LONG_LIMIT = 4.0, 4.0
+# The trusted decode's growth used is at least this (seconds): a reading disturbed to near 0 must not
+# make every decode look too slow.
+_TRUSTED_FLOOR = 5e-3
+
+# The trusted cached decode, registered by the grader's hidden tests as they are collected (they hold
+# one; the public tests, shipped to students, do not). Empty in a student's `make test`.
+_TRUSTED: list[Callable[..., Any]] = []
+
+
+def use_trusted_decode(decode: Callable[..., Any]) -> None:
+    """Judge the position budget against `decode(params, cfg, prompt, n_new)`, a correct cached decode
+    run in this process, from now on (see measure_against_trusted)."""
+    _TRUSTED[:] = [decode]
+
+
+def _process_cpu_seconds() -> float:
+    """CPU seconds this process has used, every thread, user and system (getrusage, as the grader
+    reads its own)."""
+    import resource  # Unix only: imported where only the grader calls it
+
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+def trusted_seconds(decode: Callable[..., Any], params: dict[str, np.ndarray], seed: int, n_new: int) -> float:
+    """CPU seconds, in this process, of the trusted `decode` of one-token prompts on COST_CFG, batch
+    COST_BATCH (as timed_decode runs the student's)."""
+    prompt = prompt_for(COST_CFG, COST_BATCH, 1, seed=seed)
+    started = _process_cpu_seconds()
+    decode(params, COST_CFG, prompt, n_new)
+    return _process_cpu_seconds() - started
+
+
+def measure_against_trusted(student: Any, decode: Callable[..., Any]) -> str | None:
+    """Whether greedy_decode's growth, cost(6n) - cost(n), and its cost for 6n new tokens stay within
+    COST_GROWTH_LIMIT and COST_LONG_LIMIT times the trusted `decode`'s, timed in this grading; the
+    message if not. cost(n) is the mean of the runs of n new tokens before and after the long one."""
+    params = init_params(COST_CFG, seed=7)
+    n, k = COST_N_NEW, COST_FACTOR
+    decode(params, COST_CFG, prompt_for(COST_CFG, COST_BATCH, 1, seed=699), n)  # its first run is slower
+    tries: list[tuple[float, float, float, float]] = []
+    # A second try only when the first fails (one unlucky pause must not cost the points); none when
+    # it is far past both limits.
+    for attempt in range(2):
+        mine, theirs = [], []
+        for index, size in enumerate((n, k * n, n)):
+            try:
+                seconds, problem = timed_decode(student, params, 700 + 3 * attempt + index, size)
+            except Exception as error:  # a student's exception, or the grader's per-call timeout
+                return (f"greedy_decode of {size} new tokens on {describe(COST_CFG)} raised "
+                        f"{type(error).__name__}: {error}")
+            if problem:
+                return problem
+            mine.append(seconds)
+            theirs.append(trusted_seconds(decode, params, 900 + 3 * attempt + index, size))
+        growth, trusted_growth = mine[1] - (mine[0] + mine[2]) / 2, theirs[1] - (theirs[0] + theirs[2]) / 2
+        tries.append((growth, max(trusted_growth, _TRUSTED_FLOOR), mine[1], max(theirs[1], _TRUSTED_FLOOR)))
+        growth_ratio, long_ratio = tries[-1][0] / tries[-1][1], tries[-1][2] / tries[-1][3]
+        if growth_ratio <= COST_GROWTH_LIMIT and long_ratio <= COST_LONG_LIMIT:
+            return None
+        if growth_ratio > 2 * COST_GROWTH_LIMIT or long_ratio > 2 * COST_LONG_LIMIT:
+            break
+    growth, trusted_growth, long, trusted_long = min(tries, key=lambda t: max(t[0] / t[1], t[2] / t[3]))
+    return (f"greedy_decode of {k * n} new tokens on {describe(COST_CFG)}, batch {COST_BATCH}, took {long:.3f} s of "
+            f"CPU time, {long / trusted_long:.1f} times a cached decode timed beside it ({trusted_long:.3f} s); going "
+            f"from {n} to {k * n} new tokens added {growth:.3f} s, {growth / trusted_growth:.1f} times what it adds to "
+            f"the cached decode ({trusted_growth:.3f} s). The limits are {COST_LONG_LIMIT:g}x and "
+            f"{COST_GROWTH_LIMIT:g}x: with the cache each step's work stays nearly constant, so the work grows "
+            f"linearly with n_new, whatever a call's fixed costs. Likely cause: {RECOMPUTES}")
 
 
 # One measure per grading, shared by every position-budget test (it takes about a second).

@@ -2,7 +2,9 @@
 
 The grader checks the same rules with the same diagnoses (decode_checks.py, in this folder) on
 other models, batch sizes, chunk sizes and limits. A test's calls on one cache are made in one step
-(kvlab.probe.play, as the grader does), then what each answered is checked in their order.
+(kvlab.probe.play, as the grader does), then what each answered is checked in their order; then the
+same calls are made on another cache one at a time, as forward makes them, and checked the same way
+(decode_checks.both_ways).
 """
 from __future__ import annotations
 
@@ -12,21 +14,21 @@ import numpy as np
 import pytest
 
 from decode_checks import (
-    CONFIGS, LENGTH, NBYTES, describe, exception_from, fill_problem, kv_chunk, limit_problem, nbytes_problem,
+    CONFIGS, LENGTH, NBYTES, both_ways, describe, exception_from, fill_problem, kv_chunk, limit_problem, nbytes_problem,
     store_steps, stored_problem,
 )
 from kvlab.model import TINY, config_like
-from kvlab.probe import play
 
 BATCH = 2
 
 
 @pytest.mark.task("kv_cache", points=1)
 def test_new_cache_is_empty(student: Any) -> None:
-    length, nbytes = play(student, lambda: student.kv_decode.KVCache(TINY, BATCH), [LENGTH, NBYTES]).take(2)
-    assert length == 0, f"a new KVCache should have length 0; got {length}"
-    problem = nbytes_problem(nbytes, TINY, BATCH, 0, 8, TINY.max_seq)
-    assert problem is None, problem
+    for replies in both_ways(student, lambda: student.kv_decode.KVCache(TINY, BATCH), [LENGTH, NBYTES]):
+        length, nbytes = replies.take(2)
+        assert length == 0, f"a new KVCache should have length 0; got {length}"
+        problem = nbytes_problem(nbytes, TINY, BATCH, 0, 8, TINY.max_seq)
+        assert problem is None, problem
 
 
 @pytest.mark.task("kv_cache", points=1)
@@ -35,51 +37,52 @@ def test_update_returns_every_stored_position(student: Any) -> None:
     keys, values = kv_chunk(cfg, BATCH, 5, seed=20), kv_chunk(cfg, BATCH, 5, seed=21)
     # A 2-token prompt, two more tokens at once (T > 1 at length > 0, as a chunked prefill sends them),
     # then one decode token: every update must return all the positions stored so far.
-    replies = play(student, lambda: student.kv_decode.KVCache(cfg, BATCH), store_steps(keys, values, (2, 2, 1)))
-    for start, end in ((0, 2), (2, 4), (4, 5)):
-        for layer in range(cfg.n_layers):
-            returned = replies.next()
-            assert isinstance(returned, (tuple, list)) and len(returned) == 2, (
-                f"update(layer={layer}, k, v) should return a pair (K, V); got {type(returned).__name__}"
-            )
-            for name, got, stored in (("K", returned[0], keys), ("V", returned[1], values)):
-                problem = stored_problem(f"{name} returned by update on {describe(cfg)}, batch {BATCH}",
-                                         got, stored[layer, :, :end], start, layer, stored[:, :, :end])
-                assert problem is None, problem
-        replies.next()  # advance(end - start)
+    for replies in both_ways(student, lambda: student.kv_decode.KVCache(cfg, BATCH),
+                             store_steps(keys, values, (2, 2, 1))):
+        for start, end in ((0, 2), (2, 4), (4, 5)):
+            for layer in range(cfg.n_layers):
+                returned = replies.next()
+                assert isinstance(returned, (tuple, list)) and len(returned) == 2, (
+                    f"update(layer={layer}, k, v) should return a pair (K, V); got {type(returned).__name__}"
+                )
+                for name, got, stored in (("K", returned[0], keys), ("V", returned[1], values)):
+                    problem = stored_problem(f"{name} returned by update on {describe(cfg)}, batch {BATCH}",
+                                             got, stored[layer, :, :end], start, layer, stored[:, :, :end])
+                    assert problem is None, problem
+            replies.next()  # advance(end - start)
 
 
 @pytest.mark.task("kv_cache", points=1)
 def test_only_advance_changes_length(student: Any) -> None:
     keys, values = kv_chunk(TINY, BATCH, 3, seed=22), kv_chunk(TINY, BATCH, 3, seed=23)
     steps = [("update", (0, keys[0], values[0])), LENGTH, ("advance", (3,)), LENGTH, ("advance", (0,)), LENGTH]
-    replies = play(student, lambda: student.kv_decode.KVCache(TINY, BATCH), steps)
-    _, length = replies.take(2)
-    assert length == 0, (
-        f"after update(layer=0) with T=3 tokens on a new cache, length is {length}: update must not change "
-        "length (forward calls update once per layer and all layers must see the same length; advance(3) moves "
-        "it once at the end)"
-    )
-    _, length = replies.take(2)
-    assert length == 3, f"after advance(3) on a new cache, length is {length}; advance(n) must do length += n"
-    error = exception_from(replies.next)
-    length = None if error else replies.next()
-    did = f"raised {type(error).__name__}: {error}" if error else f"left length {length}"
-    assert error is None and length == 3, (
-        f"advance(0) on a cache of length 3 {did}; advance(n) must do length += n for any n >= 0 (0 is allowed: "
-        "nothing new was stored)"
-    )
+    for replies in both_ways(student, lambda: student.kv_decode.KVCache(TINY, BATCH), steps):
+        _, length = replies.take(2)
+        assert length == 0, (
+            f"after update(layer=0) with T=3 tokens on a new cache, length is {length}: update must not change "
+            "length (forward calls update once per layer and all layers must see the same length; advance(3) moves "
+            "it once at the end)"
+        )
+        _, length = replies.take(2)
+        assert length == 3, f"after advance(3) on a new cache, length is {length}; advance(n) must do length += n"
+        error = exception_from(replies.next)
+        length = None if error else replies.next()
+        did = f"raised {type(error).__name__}: {error}" if error else f"left length {length}"
+        assert error is None and length == 3, (
+            f"advance(0) on a cache of length 3 {did}; advance(n) must do length += n for any n >= 0 (0 is allowed: "
+            "nothing new was stored)"
+        )
 
 
 @pytest.mark.task("kv_cache", points=1)
 def test_nbytes_counts_stored_tokens(student: Any) -> None:
     # Batch 3: with batch 2, a missing factor 2 and a missing batch factor give the same number.
     keys, values = kv_chunk(TINY, 3, 5, seed=24, dtype=np.float32), kv_chunk(TINY, 3, 5, seed=25, dtype=np.float32)
-    replies = play(student, lambda: student.kv_decode.KVCache(TINY, 3, dtype=np.float32),
-                   [*store_steps(keys, values, (5,)), NBYTES])
-    replies.take(TINY.n_layers + 1)
-    problem = nbytes_problem(replies.next(), TINY, 3, 5, 4, TINY.max_seq)
-    assert problem is None, problem
+    for replies in both_ways(student, lambda: student.kv_decode.KVCache(TINY, 3, dtype=np.float32),
+                             [*store_steps(keys, values, (5,)), NBYTES]):
+        replies.take(TINY.n_layers + 1)
+        problem = nbytes_problem(replies.next(), TINY, 3, 5, 4, TINY.max_seq)
+        assert problem is None, problem
 
 
 @pytest.mark.task("kv_cache", points=1)
@@ -118,15 +121,15 @@ def test_cache_fills_to_exactly_max_seq(student: Any, limit: str) -> None:
     keys, values = kv_chunk(cfg, 2, size, seed=28), kv_chunk(cfg, 2, size, seed=29)
     made = f"KVCache(cfg with max_seq={cfg.max_seq}, batch=2, max_seq={max_seq})"
     chunks = (1, size - 1)
-    replies = play(student, lambda: student.kv_decode.KVCache(cfg, 2, max_seq=max_seq),
-                   store_steps(keys, values, chunks))
-    start = 0
-    for T in chunks:
-        error = exception_from(replies.take, cfg.n_layers + 1)
-        problem = fill_problem(made, error, size, T, start,
-                               model_max_seq=None if max_seq is None else cfg.max_seq)
-        assert problem is None, problem
-        start += T
+    for replies in both_ways(student, lambda: student.kv_decode.KVCache(cfg, 2, max_seq=max_seq),
+                             store_steps(keys, values, chunks)):
+        start = 0
+        for T in chunks:
+            error = exception_from(replies.take, cfg.n_layers + 1)
+            problem = fill_problem(made, error, size, T, start,
+                                   model_max_seq=None if max_seq is None else cfg.max_seq)
+            assert problem is None, problem
+            start += T
 
 
 @pytest.mark.task("kv_cache", points=2 / len(LIMITS))
@@ -140,9 +143,9 @@ def test_update_past_max_seq_raises(student: Any, limit: str) -> None:
     error = exception_from(fresh.update, 0, keys[0], values[0])
     problem = limit_problem(made, error, size, size + 2, 0, ignored)
     assert problem is None, problem
-    replies = play(student, lambda: student.kv_decode.KVCache(cfg, 2, max_seq=max_seq),
-                   store_steps(keys[:, :, :size], values[:, :, :size], (size,)))
-    replies.take(cfg.n_layers + 1)
-    error = exception_from(replies.target.update, 0, keys[0, :, size:size + 1], values[0, :, size:size + 1])
-    problem = limit_problem(made, error, size, 1, size, ignored)
-    assert problem is None, problem
+    for replies in both_ways(student, lambda: student.kv_decode.KVCache(cfg, 2, max_seq=max_seq),
+                             store_steps(keys[:, :, :size], values[:, :, :size], (size,))):
+        replies.take(cfg.n_layers + 1)
+        error = exception_from(replies.target.update, 0, keys[0, :, size:size + 1], values[0, :, size:size + 1])
+        problem = limit_problem(made, error, size, 1, size, ignored)
+        assert problem is None, problem

@@ -1,5 +1,5 @@
 """What the trusted side keeps of one test's traffic with the worker: `Holding`, the student's
-replies it still holds (bounded, issue 8, item 5), and `Sent`, the arrays (and dicts of them, and
+replies it still holds (bounded, see below), and `Sent`, the arrays (and dicts of them, and
 frozen wire-type values) it sent that the worker may hand back by number. Both are reset at every
 test (`Sandbox.reset`).
 """
@@ -17,7 +17,7 @@ from .wireformat import ECHO_KEPT_BYTES, ECHO_MIN_BYTES
 
 __all__ = ["Holding", "Sent"]
 
-# What the trusted process holds at once of the student's replies (issue 8, item 5): arrays decoded
+# What the trusted process holds at once of the student's replies (its memory, bounded): arrays decoded
 # and still alive (honest tests: at most 37 MB in all, over a whole test), and plain values decoded
 # during one test, strings and bytes counted by their size (honest tests: at most 200,000).
 HELD_ARRAY_BYTES = 128 << 20

@@ -186,7 +186,12 @@ class Resources:
 
     def scratch(self) -> list[str]:
         """What the worker's own uid owns in the shared scratch folders (nothing for a shared user)."""
-        return [] if self.identity is None else identity.owned_entries(self.identity.uid)
+        if self.identity is None:
+            return []
+        # The temporary folder this sandbox's folder lies in too: a TMPDIR other than /tmp that every
+        # user may write is as shared as /tmp.
+        folders = tuple(dict.fromkeys((*identity.SHARED_SCRATCH, str(self.root.parent))))
+        return identity.owned_entries(self.identity.uid, folders)
 
     def fresh_home(self) -> None:
         """An empty home folder, owned by the worker's user: nothing an earlier worker wrote remains,
@@ -354,6 +359,18 @@ def copy_student_files(source: Path, target: Path) -> None:
             elif entry.is_file():
                 shutil.copyfile(entry.path, into / entry.name)
                 os.chmod(into / entry.name, 0o644)
+
+
+def readable_by_group_only(folder: Path, gid: int) -> None:
+    """Make `folder` (the submitted files) readable by group `gid` and the grader only: without
+    bubblewrap, workers of other sandboxes on this machine (other submissions of a batch) run as
+    other uids and must not read this submission's files; the worker itself must not write them."""
+    for path, dirs, files in os.walk(folder):
+        os.chown(path, -1, gid)
+        os.chmod(path, 0o750)
+        for name in files:
+            os.chown(os.path.join(path, name), -1, gid)
+            os.chmod(os.path.join(path, name), 0o640)
 
 
 def copy_read_only(source: Path, target: Path) -> None:

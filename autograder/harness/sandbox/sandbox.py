@@ -96,6 +96,8 @@ class Sandbox(Exchange):
     cannot run it, the constructor (a user that does not exist) or the worker's first start raises
     `NoSafeIdentity` (a grader fault, for the staff).
     `bubblewrap`: False skips bubblewrap (to exercise the fallback, or where it misbehaves).
+    `landlock`: False keeps the worker from confining itself with Landlock (landlock.py), to grade as
+    a kernel without it would; the results then say the isolation is reduced.
     `config`: the course's choices (`config.SandboxConfig`): the types that cross by value and
     their codecs; the library functions (`remote`) that run here whenever code in the worker calls
     them (the worker's copy is replaced, before any student code runs, by a stand-in that sends the
@@ -128,6 +130,7 @@ class Sandbox(Exchange):
         bubblewrap: bool = True,
         config: SandboxConfig = SandboxConfig(),
         packages: Sequence[Path] = (),
+        landlock: bool = True,
     ) -> None:
         self.limits = limits
         self.config = config
@@ -136,6 +139,7 @@ class Sandbox(Exchange):
         self._settings: dict[str, Any] = {
             "modules_dir": Path(modules_dir), "lib_dirs": list(lib_dirs), "limits": limits, "hide": list(hide),
             "user": user, "python": python, "bubblewrap": bubblewrap, "config": config, "packages": list(packages),
+            "landlock": landlock,
         }
         packages = [Path(os.path.realpath(p)) for p in packages]
         if len({p.name for p in packages}) != len(packages):
@@ -174,6 +178,8 @@ class Sandbox(Exchange):
             self._home = self._res.home
             self._worker_folder = process.place_worker(root)
             process.copy_student_files(Path(modules_dir), self._res.submitted)
+            if self._res.identity is not None:  # the worker's uid and group are this sandbox's alone
+                process.readable_by_group_only(self._res.submitted, self._res.identity.gid)
             # Optimistic: the worker starts without waiting for the probes (an interpreter each,
             # tens of milliseconds of every grading); they run only if it fails to start.
             self._plan_settings: dict[str, Any] = {
@@ -499,7 +505,7 @@ class Sandbox(Exchange):
             "seq": self._seq, "op": "init", "home": str(self._home), "seed": str(self._res.submitted),
             "lib_dirs": [str(p) for p in self._lib_dirs],
             "site_packages": [str(p) for p in self._site_packages], "limits": limits,
-            **self.config.for_worker(),
+            "landlock": self._settings["landlock"], **self.config.for_worker(),
         }
         try:
             self._res.worker = process.launch(self._plan, self._python, self._worker_folder, self._home, init)

@@ -624,7 +624,7 @@ def main() -> None:
     confined = landlock.restrict(
         [init["seed"], *init["lib_dirs"], *init["site_packages"], os.path.dirname(os.path.abspath(__file__)),
          sys.base_prefix, sys.prefix, os.path.dirname(os.path.realpath(sys.executable)), *sys.path],
-        [init["home"]])
+        [init["home"]]) if init["landlock"] else "turned off by the grader"
     if not isinstance(confined, str):
         os.environ["TMPDIR"] = init["home"]  # tempfile's /tmp is out of reach: its own folder instead
     seed_home(init["seed"], init["home"])

@@ -4,12 +4,51 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 import pytest
 
 from decode_checks import (
-    CONFIGS, count_problem, decode_problem, decoded, float32_decode_problem, params_for, prompt_for, tie_problem, work_problem,
+    CONFIGS, count_problem, decode_problem, decoded, float32_decode_problem, params_for, prompt_for, tie_problem,
+    use_trusted_decode, work_problem,
 )
-from kvlab.model import generate
+from kvlab.model import Config, forward, generate
+
+
+class _TrustedCache:
+    """The contract's KVCache, preallocated: what the position budget's trusted decode runs on."""
+
+    def __init__(self, cfg: Config, batch: int, dtype: Any) -> None:
+        shape = (cfg.n_layers, batch, cfg.max_seq, cfg.n_kv_heads, cfg.d_head)
+        self.k, self.v, self.length = np.zeros(shape, dtype=dtype), np.zeros(shape, dtype=dtype), 0
+
+    def update(self, layer: int, k: np.ndarray, v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        end = self.length + k.shape[1]
+        self.k[layer, :, self.length:end], self.v[layer, :, self.length:end] = k, v
+        return self.k[layer, :, :end], self.v[layer, :, :end]
+
+    def advance(self, n: int) -> None:
+        self.length += n
+
+
+def _trusted_decode(params: dict[str, np.ndarray], cfg: Config, prompt: np.ndarray,
+                    n_new: int) -> tuple[np.ndarray, list[np.ndarray]]:
+    """A correct cached greedy decode, run in the grader's process: the position budget's yardstick.
+    Registered as this module is collected, before any test runs, so the public position-budget test
+    graded with it is judged the same way (decode_checks.measure_against_trusted)."""
+    tokens = np.asarray(prompt)
+    cache = _TrustedCache(cfg, tokens.shape[0], params["embed"].dtype)
+    logits = forward(params, cfg, tokens, cache=cache, last_only=True)[:, -1]
+    step_logits = []
+    for step in range(n_new):
+        step_logits.append(logits)
+        new = logits.argmax(axis=-1)[:, None].astype(tokens.dtype)
+        tokens = np.concatenate([tokens, new], axis=1)
+        if step < n_new - 1:
+            logits = forward(params, cfg, new, cache=cache)[:, -1]
+    return tokens, step_logits
+
+
+use_trusted_decode(_trusted_decode)
 
 @pytest.mark.task("greedy_decode", points=2)
 @pytest.mark.parametrize(

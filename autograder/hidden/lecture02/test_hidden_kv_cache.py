@@ -1,6 +1,8 @@
 """Hidden tests of KVCache (task kv_cache): every rule of the contract, on MHA, GQA and MQA models.
 
-A test's calls on one cache are made in one step (kvlab.probe.play), then checked in their order."""
+A test's calls on one cache are made in one step (kvlab.probe.play), then checked in their order; then
+made again on another cache by direct calls (decode_checks.both_ways) and checked the same way, so a
+cache that answers the batched questions right and its real callers wrong earns nothing."""
 from __future__ import annotations
 
 from typing import Any
@@ -9,11 +11,11 @@ import numpy as np
 import pytest
 
 from decode_checks import (
-    CONFIGS, LENGTH, NBYTES, describe, exception_from, fill_problem, forward_with_cache_problem, kv_chunk,
+    CONFIGS, LENGTH, NBYTES, both_ways, describe, exception_from, fill_problem, forward_with_cache_problem, kv_chunk,
     limit_problem, nbytes_problem, params_for, prompt_for, store_steps, stored_problem,
 )
 from kvlab.model import config_like, forward
-from kvlab.probe import play
+from kvlab.testing import drawn
 
 # Chunk sizes stored one after another: a multi-token prefill, one decode token, then two tokens at
 # once, so update is exercised with T > 1 at length > 0 as well.
@@ -28,41 +30,42 @@ def test_update_leaves_length_to_advance(student: Any) -> None:
     keys, values = kv_chunk(cfg, 2, 5, seed=3), kv_chunk(cfg, 2, 5, seed=4)
     # The length read after every call.
     steps = [step for stored in store_steps(keys, values, (4, 1)) for step in (stored, LENGTH)]
-    replies = play(student, lambda: student.kv_decode.KVCache(cfg, 2), steps)
-    start = 0
-    for T in (4, 1):
-        for layer in range(cfg.n_layers):
+    for replies in both_ways(student, lambda: student.kv_decode.KVCache(cfg, 2), steps):
+        start = 0
+        for T in (4, 1):
+            for layer in range(cfg.n_layers):
+                _, length = replies.take(2)
+                assert length == start, (
+                    f"after update(layer={layer}) with T={T} tokens on a cache of length {start}, length is "
+                    f"{length}: update must not change length (forward calls update once per layer "
+                    f"and all layers must see the same length; advance({T}) moves it once at the end)"
+                )
             _, length = replies.take(2)
+            start += T
             assert length == start, (
-                f"after update(layer={layer}) with T={T} tokens on a cache of length {start}, length is "
-                f"{length}: update must not change length (forward calls update once per layer "
-                f"and all layers must see the same length; advance({T}) moves it once at the end)"
-            )
-        _, length = replies.take(2)
-        start += T
-        assert length == start, (
-            f"after advance({T}) on a cache of length {start - T}, length is {length}; expected {start}: "
-            "advance(n) must do length += n")
+                f"after advance({T}) on a cache of length {start - T}, length is {length}; expected {start}: "
+                "advance(n) must do length += n")
 
 
 @pytest.mark.task("kv_cache", points=2)
 def test_advance_adds_n(student: Any) -> None:
-    adds = (5, 1, 0, 7)
-    replies = play(student, lambda: student.kv_decode.KVCache(CONFIGS["GQA"], 1),
-                   [step for n in adds for step in (("advance", (n,)), LENGTH)])
-    expected = 0
-    for n in adds:
-        error = exception_from(replies.next)
-        assert error is None, (
-            f"advance({n}) on a cache of length {expected} raised {type(error).__name__}: {error}; advance(n) must "
-            "do length += n for any n >= 0 (0 is allowed: nothing new was stored)"
-        )
-        expected += n
-        length = replies.next()
-        assert length == expected, (
-            f"after advance calls adding up to {expected}, length is {length}; advance(n) must do "
-            f"length += n (the last call was advance({n}))"
-        )
+    # Drawn: a cache that answers a fixed series from a table earns nothing.
+    adds = (drawn(2, 9), 1, 0, drawn(2, 9))
+    for replies in both_ways(student, lambda: student.kv_decode.KVCache(CONFIGS["GQA"], 1),
+                             [step for n in adds for step in (("advance", (n,)), LENGTH)]):
+        expected = 0
+        for n in adds:
+            error = exception_from(replies.next)
+            assert error is None, (
+                f"advance({n}) on a cache of length {expected} raised {type(error).__name__}: {error}; advance(n) "
+                "must do length += n for any n >= 0 (0 is allowed: nothing new was stored)"
+            )
+            expected += n
+            length = replies.next()
+            assert length == expected, (
+                f"after advance calls adding up to {expected}, length is {length}; advance(n) must do "
+                f"length += n (the last call was advance({n}))"
+            )
 
 
 @pytest.mark.task("kv_cache", points=2)
@@ -71,44 +74,45 @@ def test_advance_adds_n(student: Any) -> None:
 def test_update_returns_every_stored_position(student: Any, config: str, batch: int) -> None:
     cfg = CONFIGS[config]
     keys, values = kv_chunk(cfg, batch, sum(CHUNKS), seed=1), kv_chunk(cfg, batch, sum(CHUNKS), seed=2)
-    replies = play(student, lambda: student.kv_decode.KVCache(cfg, batch), store_steps(keys, values, CHUNKS))
-    start = 0
-    for T in CHUNKS:
-        end = start + T
-        for layer in range(cfg.n_layers):
-            returned = replies.next()
-            assert isinstance(returned, (tuple, list)) and len(returned) == 2, (
-                f"update(layer={layer}, k, v) should return a pair (K, V); got {type(returned).__name__}"
-            )
-            for name, got, stored in (("K", returned[0], keys), ("V", returned[1], values)):
-                problem = stored_problem(
-                    f"{name} returned by update on {describe(cfg)}, batch {batch}",
-                    got, stored[layer, :, :end], start, layer, stored[:, :, :end],
+    for replies in both_ways(student, lambda: student.kv_decode.KVCache(cfg, batch), store_steps(keys, values, CHUNKS)):
+        start = 0
+        for T in CHUNKS:
+            end = start + T
+            for layer in range(cfg.n_layers):
+                returned = replies.next()
+                assert isinstance(returned, (tuple, list)) and len(returned) == 2, (
+                    f"update(layer={layer}, k, v) should return a pair (K, V); got {type(returned).__name__}"
                 )
-                assert problem is None, problem
-        replies.next()  # advance(T)
-        start = end
+                for name, got, stored in (("K", returned[0], keys), ("V", returned[1], values)):
+                    problem = stored_problem(
+                        f"{name} returned by update on {describe(cfg)}, batch {batch}",
+                        got, stored[layer, :, :end], start, layer, stored[:, :, :end],
+                    )
+                    assert problem is None, problem
+            replies.next()  # advance(T)
+            start = end
 
 
 @pytest.mark.task("kv_cache", points=1)
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_stored_dtype_follows_constructor(student: Any, dtype: type) -> None:
     cfg = CONFIGS["GQA"]
-    # k, v arrive in the other dtype, so the result shows what the cache stores, not what came in.
-    other = np.float64 if dtype is np.float32 else np.float32
-    keys, values = kv_chunk(cfg, 1, 2, seed=5, dtype=other), kv_chunk(cfg, 1, 2, seed=6, dtype=other)
-    cache = student.kv_decode.KVCache(cfg, 1, dtype=dtype)
-    K, V = cache.update(0, keys[0], values[0])
-    for name, got, sent in (("K", K, keys[0]), ("V", V, values[0])):
-        assert np.asarray(got).dtype == np.dtype(dtype), (
-            f"KVCache(cfg, 1, dtype={np.dtype(dtype).name}).update returned {name} of dtype "
-            f"{np.asarray(got).dtype} for {np.dtype(other).name} input: the cache must store keys and "
-            f"values in the dtype given to its constructor"
-        )
-        assert np.array_equal(got, sent.astype(dtype)), (
-            f"KVCache(dtype={np.dtype(dtype).name}).update returned {name} values that are not the "
-            "stored k/v converted to the cache's dtype"
-        )
+    # k, v arrive in each of the two other dtypes, float16 in both tests, so the result shows what the
+    # cache stores, not what came in: no rule from the incoming dtype alone gives both tests' answers.
+    for other in (np.float16, np.float64 if dtype is np.float32 else np.float32):
+        keys, values = kv_chunk(cfg, 1, 2, seed=5, dtype=other), kv_chunk(cfg, 1, 2, seed=6, dtype=other)
+        cache = student.kv_decode.KVCache(cfg, 1, dtype=dtype)
+        K, V = cache.update(0, keys[0], values[0])
+        for name, got, sent in (("K", K, keys[0]), ("V", V, values[0])):
+            assert np.asarray(got).dtype == np.dtype(dtype), (
+                f"KVCache(cfg, 1, dtype={np.dtype(dtype).name}).update returned {name} of dtype "
+                f"{np.asarray(got).dtype} for {np.dtype(other).name} input: the cache must store keys and "
+                f"values in the dtype given to its constructor"
+            )
+            assert np.array_equal(got, sent.astype(dtype)), (
+                f"KVCache(dtype={np.dtype(dtype).name}).update returned {name} values that are not the "
+                f"stored {np.dtype(other).name} k/v converted to the cache's dtype"
+            )
 
 
 @pytest.mark.task("kv_cache", points=1)
@@ -125,15 +129,15 @@ def test_nbytes_counts_stored_tokens(student: Any, config: str, batch: int, dtyp
     steps = [NBYTES]
     for step in store_steps(keys, values, chunks):
         steps += [step, NBYTES] if step[0] == "advance" else [step]
-    replies = play(student, lambda: student.kv_decode.KVCache(cfg, batch, dtype=dtype), steps)
-    problem = nbytes_problem(replies.next(), cfg, batch, 0, itemsize, cfg.max_seq, reveal=False)
-    assert problem is None, problem
-    start = 0
-    for T in chunks:
-        replies.take(cfg.n_layers + 1)
-        start += T
-        problem = nbytes_problem(replies.next(), cfg, batch, start, itemsize, cfg.max_seq, reveal=False)
+    for replies in both_ways(student, lambda: student.kv_decode.KVCache(cfg, batch, dtype=dtype), steps):
+        problem = nbytes_problem(replies.next(), cfg, batch, 0, itemsize, cfg.max_seq, reveal=False)
         assert problem is None, problem
+        start = 0
+        for T in chunks:
+            replies.take(cfg.n_layers + 1)
+            start += T
+            problem = nbytes_problem(replies.next(), cfg, batch, start, itemsize, cfg.max_seq, reveal=False)
+            assert problem is None, problem
 
 
 # (cfg, max_seq passed to the constructor or None for the default, the resulting limit): the
@@ -153,15 +157,15 @@ def test_cache_fills_to_exactly_max_seq(student: Any, limit: str) -> None:
     keys, values = kv_chunk(cfg, 1, size, seed=9), kv_chunk(cfg, 1, size, seed=10)
     made = f"KVCache(cfg with max_seq={cfg.max_seq}, batch=1, max_seq={max_seq})"
     chunks = (size - 2, 2)
-    replies = play(student, lambda: student.kv_decode.KVCache(cfg, 1, max_seq=max_seq),
-                   store_steps(keys, values, chunks))
-    start = 0
-    for T in chunks:
-        error = exception_from(replies.take, cfg.n_layers + 1)
-        problem = fill_problem(made, error, size, T, start,
-                               model_max_seq=None if max_seq is None else cfg.max_seq)
-        assert problem is None, problem
-        start += T
+    for replies in both_ways(student, lambda: student.kv_decode.KVCache(cfg, 1, max_seq=max_seq),
+                             store_steps(keys, values, chunks)):
+        start = 0
+        for T in chunks:
+            error = exception_from(replies.take, cfg.n_layers + 1)
+            problem = fill_problem(made, error, size, T, start,
+                                   model_max_seq=None if max_seq is None else cfg.max_seq)
+            assert problem is None, problem
+            start += T
 
 
 @pytest.mark.task("kv_cache", points=2 / len(LIMITS))
@@ -175,12 +179,12 @@ def test_update_past_max_seq_raises(student: Any, limit: str) -> None:
     error = exception_from(fresh.update, 0, keys[0], values[0])
     problem = limit_problem(made, error, size, size + 1, 0, ignored)
     assert problem is None, problem
-    replies = play(student, lambda: student.kv_decode.KVCache(cfg, 1, max_seq=max_seq),
-                   store_steps(keys[:, :, :size], values[:, :, :size], (size,)))
-    replies.take(cfg.n_layers + 1)
-    error = exception_from(replies.target.update, 0, keys[0, :, size:], values[0, :, size:])
-    problem = limit_problem(made, error, size, 1, size, ignored)
-    assert problem is None, problem
+    for replies in both_ways(student, lambda: student.kv_decode.KVCache(cfg, 1, max_seq=max_seq),
+                             store_steps(keys[:, :, :size], values[:, :, :size], (size,))):
+        replies.take(cfg.n_layers + 1)
+        error = exception_from(replies.target.update, 0, keys[0, :, size:], values[0, :, size:])
+        problem = limit_problem(made, error, size, 1, size, ignored)
+        assert problem is None, problem
 
 
 @pytest.mark.task("kv_cache", points=2)

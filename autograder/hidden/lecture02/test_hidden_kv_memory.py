@@ -1,8 +1,10 @@
 """Hidden tests of kv_bytes_per_token and kv_cache_bytes (task kv_memory) on real model configs.
 
 The configs are fixed data, so the messages say which way a count is off and which factor is
-missing, never the expected count, and the cache sizes draw their sequence length and batch anew
-in every grading run: resubmitting cannot collect a table of answers.
+missing, never the expected count, and every check draws part of its input anew in every grading
+run (the per-token counts a number of layers added to the model's, the cache sizes their sequence
+length and batch): neither a table collected by resubmitting nor one of published per-token figures
+answers them.
 """
 from __future__ import annotations
 
@@ -27,11 +29,14 @@ MODELS = {
 @pytest.mark.task("kv_memory", points=2)
 @pytest.mark.parametrize("model", sorted(MODELS))
 def test_bytes_per_token_on_real_models(student: Any, model: str) -> None:
-    (layers, kv_heads, head), bf16 = MODELS[model]
+    (real_layers, kv_heads, head), bf16 = MODELS[model]
+    assert 2 * real_layers * kv_heads * head * 2 == bf16, f"test setup: {model} should need {bf16} bytes/token"
+    # The model's KV heads and head size, with layers added: its published figure answers nothing.
+    layers = real_layers + drawn(1, 40)
     for dtype_bytes in (1, 2, 4):
         expected = 2 * layers * kv_heads * head * dtype_bytes
-        assert dtype_bytes != 2 or expected == bf16, f"test setup: {model} should need {bf16} bytes/token"
-        call = f"kv_bytes_per_token({layers}, {kv_heads}, {head}, dtype_bytes={dtype_bytes}) ({model})"
+        call = (f"kv_bytes_per_token({layers}, {kv_heads}, {head}, dtype_bytes={dtype_bytes}) ({model}'s KV heads "
+                f"and head size, {layers} layers)")
         factors = {"2 (K and V are both stored)": 2, "dtype_bytes": dtype_bytes, "n_layers": layers}
         actual = student.kv_decode.kv_bytes_per_token(layers, kv_heads, head, dtype_bytes=dtype_bytes)
         problem = bytes_problem(call, actual, expected, factors, reveal=False)
@@ -40,10 +45,13 @@ def test_bytes_per_token_on_real_models(student: Any, model: str) -> None:
 
 @pytest.mark.task("kv_memory", points=1)
 def test_bytes_per_token_defaults_to_two_bytes(student: Any) -> None:
-    (layers, kv_heads, head), bf16 = MODELS["Qwen2.5-7B"]
+    (real_layers, kv_heads, head), bf16 = MODELS["Qwen2.5-7B"]
+    layers = real_layers + drawn(1, 40)
     actual = student.kv_decode.kv_bytes_per_token(layers, kv_heads, head)
-    call = f"kv_bytes_per_token({layers}, {kv_heads}, {head}) (Qwen2.5-7B, dtype_bytes left at its default)"
-    problem = bytes_problem(call, actual, bf16, {"2 (K and V are both stored)": 2, "dtype_bytes": 2}, reveal=False)
+    call = (f"kv_bytes_per_token({layers}, {kv_heads}, {head}) (Qwen2.5-7B's KV heads and head size, {layers} layers, "
+            "dtype_bytes left at its default)")
+    factors = {"2 (K and V are both stored)": 2, "dtype_bytes": 2}
+    problem = bytes_problem(call, actual, bf16 // real_layers * layers, factors, reveal=False)
     assert problem is None, f"{problem} (the default dtype_bytes is 2, BF16)"
 
 

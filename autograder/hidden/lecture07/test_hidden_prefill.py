@@ -1,7 +1,9 @@
 """Hidden tests of prefill (task prefill): the lecture's 8 requests sharing an 80-token and a
 341-token few-shot prefix (vLLM paper, figure 16) at block size 16: tokens computed per request,
 logits, the refcount of every block, and an empty pool at the end; a fully cached prompt; a prefill
-that runs out of blocks (all or nothing); a prompt shorter than one block."""
+that runs out of blocks (all or nothing); a prompt shorter than one block. Every verdict on a
+prefill also reads the pool here: it must hold each prompt's K and V where the sequence's blocks
+say (_prefill_checks), as what prefill returns could be right without the work being done."""
 from __future__ import annotations
 
 from typing import Any
@@ -12,8 +14,9 @@ import pytest
 from paged_checks import CFG, describe_error, outcome, tokens_for
 from prefix_checks import (
     PREFILL_BLOCK, all_or_nothing_problem, computed_problem, describe_request, full_blocks,
-    fully_cached_problem, logits_problem, prefill_counted, run_shared_prefix, shared_refcounts_problem,
+    fully_cached_problem, logits_problem, prefill_counted, shared_refcounts_problem,
 )
+from _prefill_checks import kv_in_pool_problem, run_shared_prefix_in_pool
 
 PREFIXES = [80, 341]
 # Room for every request's blocks even if nothing were shared, so a copying prefill reaches the
@@ -24,7 +27,7 @@ N_BLOCKS = 256
 @pytest.mark.task("prefill", points=2)
 @pytest.mark.parametrize("prefix_len", PREFIXES)
 def test_tokens_computed_per_request(student: Any, prefix_len: int) -> None:
-    _, _, results = run_shared_prefix(student, prefix_len, N_BLOCKS)
+    _, _, results = run_shared_prefix_in_pool(student, prefix_len, N_BLOCKS)
     shared = prefix_len // PREFILL_BLOCK
     for index, result in enumerate(results):
         hits = shared if index else 0
@@ -36,7 +39,7 @@ def test_tokens_computed_per_request(student: Any, prefix_len: int) -> None:
 @pytest.mark.task("prefill", points=1)
 @pytest.mark.parametrize("prefix_len", PREFIXES)
 def test_logits_equal_dense(student: Any, prefix_len: int) -> None:
-    _, _, results = run_shared_prefix(student, prefix_len, N_BLOCKS)
+    _, _, results = run_shared_prefix_in_pool(student, prefix_len, N_BLOCKS)
     for index, result in enumerate(results):
         problem = logits_problem(describe_request(index, prefix_len, result), result)
         assert problem is None, problem
@@ -45,7 +48,7 @@ def test_logits_equal_dense(student: Any, prefix_len: int) -> None:
 @pytest.mark.task("prefill", points=2)
 @pytest.mark.parametrize("prefix_len", PREFIXES)
 def test_prefix_blocks_shared_with_exact_refcounts(student: Any, prefix_len: int) -> None:
-    pool, cache, results = run_shared_prefix(student, prefix_len, N_BLOCKS)
+    pool, cache, results = run_shared_prefix_in_pool(student, prefix_len, N_BLOCKS)
     problem = shared_refcounts_problem(pool, cache, results, prefix_len, N_BLOCKS)
     assert problem is None, problem
 
@@ -53,7 +56,7 @@ def test_prefix_blocks_shared_with_exact_refcounts(student: Any, prefix_len: int
 @pytest.mark.task("prefill", points=1)
 @pytest.mark.parametrize("prefix_len", PREFIXES)
 def test_free_and_clear_leave_the_pool_empty(student: Any, prefix_len: int) -> None:
-    pool, cache, results = run_shared_prefix(student, prefix_len, N_BLOCKS)
+    pool, cache, results = run_shared_prefix_in_pool(student, prefix_len, N_BLOCKS)
     blocks = [list(result.seq.blocks) for result in results]
     for index, result in enumerate(results):
         _, error = outcome(result.seq.free)
@@ -85,7 +88,15 @@ def test_free_and_clear_leave_the_pool_empty(student: Any, prefix_len: int) -> N
 
 @pytest.mark.task("prefill", points=1)
 def test_fully_cached_prompt_recomputes_its_last_block(student: Any) -> None:
-    problem = fully_cached_problem(student, tokens_for(3 * PREFILL_BLOCK, seed=21), 16)
+    tokens = tokens_for(3 * PREFILL_BLOCK, seed=21)
+    problem = fully_cached_problem(student, tokens, 16)
+    assert problem is None, problem
+    # The same two prefills again, on a pool read here afterwards: the recomputed block's K and V too.
+    pool = student.paged_kv.BlockPool(CFG, 16, PREFILL_BLOCK)
+    cache = student.prefix_cache.PrefixCache(pool)
+    attempts = ("a prompt of exactly 3 blocks", "the same 3-block prompt again (every block cached)")
+    results = [prefill_counted(student, cache, tokens, attempt) for attempt in attempts]
+    problem = kv_in_pool_problem(pool, results, lambda index, result: attempts[index])
     assert problem is None, problem
 
 
@@ -106,7 +117,8 @@ def test_prompt_shorter_than_a_block(student: Any) -> None:
     tokens = tokens_for(10, seed=22)
     for attempt in ("a 10-token prompt", "the same 10-token prompt again"):
         result = prefill_counted(student, cache, tokens, attempt)
-        problem = computed_problem(attempt, result, 10, 0) or logits_problem(attempt, result)
+        problem = (computed_problem(attempt, result, 10, 0) or logits_problem(attempt, result)
+                   or kv_in_pool_problem(pool, [result], lambda index, result: attempt))
         assert problem is None, f"{problem}. A partial block is never cached, so nothing of it can be reused"
         blocks = list(result.seq.blocks)
         assert result.seq.length == 10 and len(blocks) == 1 and pool.refcount(blocks[0]) == 1, (

@@ -4,7 +4,11 @@ Every `*_problem` function returns None when the student's code keeps the contra
 the student sees: what differed, where, and the likely cause. Expected arrays are made here (fixed
 seeds) and compared in this process; the byte layout of a serialized chunk and of a key digest is the
 student's choice, so those are checked by their properties, never against fixed values. The store is
-a `kvlab.kvstore.MemoryStore` made beside the student's code (`student.call`).
+a `kvlab.kvstore.MemoryStore` in this process, where the tests change it and read its `commands` and
+`round_trips`; the connector gets a `kvlab.kvstore.StoreClient` of it, made beside the student's code
+(`student.call`), whose every request runs on the store here (the grader's `remote` `serve`). What the
+worker does to its own objects cannot change what the store holds or counts; a connector that answers
+from a memory of its own instead of asking the store is caught by the store changing between its calls.
 """
 from __future__ import annotations
 
@@ -18,10 +22,13 @@ from typing import Any
 import numpy as np
 import pytest
 
-# A small KV layout: L=2 layers, Hkv=2 heads of d=4. Chunks of 4 tokens unless a test says otherwise.
-LAYERS, KV_HEADS, HEAD_DIM = 2, 2, 4
-FINGERPRINT = "hidden-model-0a1b2c3d4e5f/s0/float64/L2x2xTx2x4"
-OTHER_FINGERPRINT = "hidden-model-0a1b2c3d4e5f/s1/float64/L2x2xTx2x4"
+from kvlab.kvstore import MemoryStore, lend
+
+# A small KV layout: L=3 layers, Hkv=2 heads of d=4. Chunks of 4 tokens unless a test says otherwise.
+# Three layers, not two: a layer count equal to the K/V axis (2) would hide a swap of the two axes.
+LAYERS, KV_HEADS, HEAD_DIM = 3, 2, 4
+FINGERPRINT = "hidden-model-0a1b2c3d4e5f/s0/float64/L3x2xTx2x4"
+OTHER_FINGERPRINT = "hidden-model-0a1b2c3d4e5f/s1/float64/L3x2xTx2x4"
 
 
 def outcome(call: Callable[[], Any]) -> tuple[Any, BaseException | None]:
@@ -193,12 +200,18 @@ def miss_problem(student: Any, label: str, data: bytes, fingerprint: str, cause:
     return None
 
 
+def lent_store(student: Any, store: MemoryStore | None = None) -> tuple[MemoryStore, Any]:
+    """(store, client): `store` (a new MemoryStore when None), kept in this process, and a StoreClient of it
+    made beside the student's code, for the student's connector."""
+    store = MemoryStore() if store is None else store
+    return store, student.call("kvlab.kvstore:StoreClient", lend(store))
+
+
 def new_connector(student: Any, chunk_size: int = 4, fingerprint: str = FINGERPRINT,
-                  store: Any = None) -> tuple[Any, Any]:
-    """(store, connector): a MemoryStore made beside the student's code (or `store`) and a KVConnector on it."""
-    if store is None:
-        store = student.call("kvlab.kvstore:MemoryStore")
-    connector, error = outcome(lambda: student.kv_connector.KVConnector(store, fingerprint, chunk_size))
+                  store: MemoryStore | None = None) -> tuple[MemoryStore, Any]:
+    """(store, connector): a MemoryStore in this process (or `store`) and a KVConnector on a client of it."""
+    store, client = lent_store(student, store)
+    connector, error = outcome(lambda: student.kv_connector.KVConnector(client, fingerprint, chunk_size))
     if error is not None:
         pytest.fail(f"KVConnector(store, {fingerprint!r}, {chunk_size}) raised {describe_error(error)}", pytrace=False)
     return store, connector
@@ -260,10 +273,9 @@ def checksummed_foreign_variants(kv: np.ndarray, fingerprint: str) -> dict[str, 
     }
 
 
-def store_counts(store: Any) -> tuple[int, dict[str, int]]:
-    """(round trips, commands per name) the MemoryStore `store` counted so far."""
-    return (called("store.round_trips", lambda: store.round_trips),
-            dict(called("store.commands", lambda: store.commands)))
+def store_counts(store: MemoryStore) -> tuple[int, dict[str, int]]:
+    """(round trips, commands per name) the MemoryStore `store` (this process's) counted so far."""
+    return store.round_trips, dict(store.commands)
 
 
 def sent_since(store: Any, before: tuple[int, dict[str, int]]) -> tuple[int, dict[str, int]]:
@@ -287,15 +299,28 @@ def stored_prompt(student: Any, n_chunks: int, seed: int, chunk_size: int = 4) -
 
 
 def reads_needed_chunks_once_problem(student: Any) -> str | None:
-    """None if every load reads only the chunks covering tokens 0 .. n-1, each at most once; else what
-    it sent."""
-    store, tokens, _, _ = stored_prompt(student, 5, 81)
+    """None if every load reads only the chunks covering tokens 0 .. n-1, each at most once, and returns
+    what the store holds at that moment; else what it sent or returned."""
+    store, tokens, keys, _ = stored_prompt(student, 5, 81)
     _, connector = new_connector(student, 4, store=store)
-    for n in (20, 7, 1):
+    kv = kv_array(len(tokens), np.float32, seed=81)
+    chunks = [kv[:, :, 4 * i:4 * i + 4] for i in range(5)]
+    values = [store.get(key) for key in keys]
+    for shift, n in ((1, 20), (2, 7), (3, 1)):
+        # The store's chunks rotated among the keys before each load: what load returns must come from
+        # the store now, not from a memory of what was stored or read before (which would also hide reads).
+        for i, key in enumerate(keys):
+            store.set(key, values[(i + shift) % 5])
+        expected = np.concatenate([chunks[(i + shift) % 5] for i in range(5)], axis=2)[:, :, :n]
         before = store_counts(store)
         loaded = called(f"load(<21 tokens>, {n})", lambda n=n: connector.load(tokens, n))
         if not isinstance(loaded, np.ndarray):
             return f"load(<21 tokens>, {n}) of stored chunks returned {type(loaded).__name__}; expected the KV"
+        if not (loaded.shape == expected.shape and loaded.dtype == expected.dtype and np.array_equal(loaded, expected)):
+            return (f"load(<21 tokens>, {n}), after the store's values for these keys were replaced (each key now holds "
+                    "another chunk's bytes), returned KV other than the chunks the store holds now. load returns the "
+                    "chunks the store holds when it is called: it reads them from the store each time (another engine "
+                    "may have replaced them), never from a copy kept earlier")
         round_trips, commands = sent_since(store, before)
         needed = -(-n // 4)
         if round_trips > needed or commands.get("get", 0) > needed or commands.get("mget", 0) > 1:

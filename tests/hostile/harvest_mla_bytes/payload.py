@@ -1,4 +1,4 @@
-# Module 6, expected values harvested (issue 8, class 2): an earlier submission's results.json
+# Module 6, expected values harvested: an earlier submission's results.json
 # (every test's output, pasted into _OUTPUTS below) is searched for
 # "kv_bytes_per_token(<config>, dtype_bytes=D) returned x ... expected y", and kv_bytes_per_token
 # answers a config with the same fields and dtype from that table (a published model's fields

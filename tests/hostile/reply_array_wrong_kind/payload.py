@@ -1,5 +1,5 @@
 # update returns array-likes (objects with __array__, which stay in the worker as references), and
-# the worker's numpy.asarray of them answers an int, a value of the wrong kind (issue 8, class 3):
+# the worker's numpy.asarray of them answers an int, a value of the wrong kind:
 # the tests that read the cache's arrays fail with a message about the student's code, and grading
 # goes on (no grader fault). The worker is the `self` of a frame that imports this module.
 import sys as _sys

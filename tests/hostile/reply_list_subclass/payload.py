@@ -1,5 +1,5 @@
 # update returns its pair as a list subclass whose __eq__ and __len__ say whatever a test hopes,
-# where plain data was promised (issue 8, class 3): it stays in the worker as a reference, and the
+# where plain data was promised: it stays in the worker as a reference, and the
 # tests that check the pair fail with a message about the student's code; grading goes on.
 class _Pair(list):
     def __eq__(self, other):

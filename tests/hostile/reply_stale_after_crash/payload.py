@@ -1,4 +1,4 @@
-# The worker ends itself on the second update of every cache (issue 8, class 3): the trusted side
+# The worker ends itself on the second update of every cache: the trusted side
 # restarts it, and the test's cache object is then stale (it died with that process). Every later use
 # of it must fail that test with a message about the student's code, never end the grading.
 import os as _os
