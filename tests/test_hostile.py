@@ -346,10 +346,10 @@ SOLUTION_LINES = solution_lines()
 
 
 def leaks(text: str, submitted: str) -> list[str]:
-    """Hidden-test and solution lines found in `text` (a solution line the student submitted is theirs)."""
+    """Hidden-test and solution lines found in `text` (a line the student submitted is theirs: lecture
+    2's hidden tests hold a trusted cached decode, some of whose lines a correct submission writes too)."""
     own = {line.strip() for line in submitted.splitlines()}
-    found = [line for line in HIDDEN_LINES if line in text]
-    found += [line for line in SOLUTION_LINES if line not in own and line in text]
+    found = [line for line in [*HIDDEN_LINES, *SOLUTION_LINES] if line not in own and line in text]
     if "BEGIN SOLUTION" in text and "BEGIN SOLUTION" not in submitted:
         found.append("BEGIN SOLUTION")
     return found
@@ -1147,6 +1147,27 @@ def grader_site_entries() -> tuple[str, ...]:
     return tuple(sorted(entries))
 
 
+def linked_copy(folder: Path, names: tuple[str, ...], target: Path) -> Path:
+    """`target` holding the entries `names` of `folder`, hard-linked where the filesystem allows
+    (else copied), readable by all: the grader's packages for a uid that cannot enter `folder`."""
+    def link(source: str, copy: str) -> None:
+        try:
+            os.link(source, copy)
+        except OSError:
+            shutil.copy2(source, copy)
+
+    target.mkdir(mode=0o755)
+    for name in names:
+        source = folder / name
+        if source.is_dir():
+            shutil.copytree(source, target / name, copy_function=link, symlinks=True)
+        elif source.is_file():
+            link(str(source), str(target / name))
+    for path, _, _ in os.walk(target):
+        os.chmod(path, 0o755)
+    return target
+
+
 @dataclass
 class OrdinaryUser:
     """The user mode as root: the grader runs as a uid of the pool (claimed, so no sandbox uses it),
@@ -1184,8 +1205,6 @@ def ordinary_user() -> Iterator[OrdinaryUser | None]:
     if not IS_ROOT or READABLE_PYTHON is None:
         yield None
         return
-    from autograder.harness.sandbox import staging
-
     claimed = identity.claim()
     assert claimed is not None, "as root the pool of uids must be usable"
     folder = Path(tempfile.mkdtemp(prefix="kvlab-hostile-user-"))
@@ -1195,7 +1214,7 @@ def ordinary_user() -> Iterator[OrdinaryUser | None]:
         for package in ("autograder", "kvlab", "tools", "data/mooncake"):
             if (REPO / package).is_dir():
                 shutil.copytree(REPO / package, folder / "code" / package)
-        user = OrdinaryUser(claimed.uid, folder, staging.staged(SITE_PACKAGES, grader_site_entries()))
+        user = OrdinaryUser(claimed.uid, folder, linked_copy(SITE_PACKAGES, grader_site_entries(), folder / "site"))
         (user.work / "tmp").mkdir(parents=True)
         user.give(user.work)
         user.work.chmod(0o700)
