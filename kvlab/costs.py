@@ -81,22 +81,6 @@ def _shape(model: Model, dtype_bytes: int | None = None) -> _Shape:
                   model.weight_dtype_bytes if dtype_bytes is None else dtype_bytes)
 
 
-def layer_matmul_params(model: Model) -> int:
-    """Weights in one layer's matmuls: wq [D, H*d], wk and wv [D, Hkv*d], wo [H*d, D], 3 MLP [D, F]."""
-    return _shape(model).layer_matmul
-
-
-def head_params(model: Model) -> int:
-    """Weights of the LM head [D, V] (the embedding table itself when the embeddings are tied)."""
-    return _shape(model).head
-
-
-def streamed_params(model: Model) -> int:
-    """Parameters every forward call reads in full: all but the embedding table (of which it reads
-    only the rows of its tokens), the LM head included even when it is tied to that table."""
-    return _shape(model).streamed
-
-
 def total_params(model: Model) -> int:
     """All parameters: the streamed ones plus the embedding table (counted once when tied)."""
     s = _shape(model)

@@ -2,10 +2,10 @@
 
     PYTHONPATH=. python tests/grade_batch.py < JOBS
 
-Each line of stdin is one job, {"assignment", "submission", "roots", "out", "env"}: with the
+Each line of stdin is one job, {"assignment", "submission", "root", "modes", "out", "env"}: with the
 job's environment variables set (`env`: the stand-in traces), the grader's own entry
 `autograder.harness.run.run` (what Gradescope's run_autograder calls) writes out/<mode>.json for
-each mode of `roots` (sandbox, then in-process), on that mode's tests root, and what it printed (a
+each mode of `modes` (sandbox, then in-process), on the tests root `root`, and what it printed (a
 grader fault's traceback among it) to out/<mode>.log. When both are written, the
 job's `out` is written to stdout as one line, which is all this process ever prints there; stdin's
 end ends it.
@@ -43,11 +43,11 @@ def grade(job: dict[str, Any]) -> None:
     out = Path(job["out"])
     out.mkdir(parents=True, exist_ok=True)
     with mock.patch.dict(os.environ, job["env"]):
-        for mode in (mode for mode in MODES if mode in job["roots"]):
+        for mode in (mode for mode in MODES if mode in job["modes"]):
             with open(out / f"{mode}.log", "w", encoding="utf-8") as log, \
                     contextlib.redirect_stdout(log), contextlib.redirect_stderr(log):
                 run(job["assignment"], submission, out / f"{mode}.json", mode=mode,
-                    tests_root=Path(job["roots"][mode]))
+                    tests_root=Path(job["root"]))
             unload(submission)
 
 

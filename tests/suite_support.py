@@ -216,22 +216,6 @@ def task_markers(path: Path) -> set[str]:
             and node.args and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str)}
 
 
-# Prints, as its last line, task -> points of the tests collected from the folder argv[1] (JSON).
-COLLECT_POINTS = """
-import json, sys, pytest
-from kvlab.testing import task_of
-points = {}
-class Tally:
-    def pytest_collection_finish(self, session):
-        for item in session.items:
-            task, value = task_of(item)
-            points[task] = points.get(task, 0.0) + value
-code = pytest.main([sys.argv[1], "--collect-only", "-q", "-p", "no:cacheprovider", "--noconftest",
-                    "--rootdir", sys.argv[1], "-c", "/dev/null"], plugins=[Tally()])
-print(json.dumps(points) if code == 0 else "")
-"""
-
-
 @dataclass(frozen=True)
 class Suite:
     """One assignment's public and hidden tests and bug catalog, as the tests of the tests see them."""
@@ -263,18 +247,6 @@ class Suite:
         """Task name -> points, from assignment.json."""
         return {task.name: task.points for task in self.assignment.tasks}
 
-    @cached_property
-    def public_points(self) -> dict[str, float]:
-        """Task name -> the points of its public tests, as pytest collects them (a parametrized test
-        once per case), in a subprocess: collecting imports the test modules by their names."""
-        done = subprocess.run([sys.executable, "-c", COLLECT_POINTS, str(self.assignment.public_tests)],
-                              cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO), "PYTHONDONTWRITEBYTECODE": "1"},
-                              capture_output=True, text=True, check=False)
-        lines = done.stdout.strip().splitlines()
-        assert done.returncode == 0 and lines, (
-            f"collecting {self.assignment.public_tests} failed:\n{done.stdout}{done.stderr}")
-        return json.loads(lines[-1])
-
     @property
     def test_files(self) -> list[Path]:
         """Every .py file of the public and hidden tests, helpers included."""
@@ -285,26 +257,20 @@ class Suite:
         return [path for task in tasks for path in (self.assignment.public_tests / f"test_{task}.py",
                                                     self.assignment.hidden_tests / f"test_hidden_{task}.py")]
 
-    def tests_root(self, destination: Path, tasks: Sequence[str] = (), *, hidden: bool = True) -> Path:
+    def tests_root(self, destination: Path, tasks: Sequence[str] = ()) -> Path:
         """A tests root for autograder.harness.run (`--tests-root`) grading `tasks` (default: all).
 
         It holds assignment.json with only those tasks and with HIDDEN_MARK as the hidden tests'
-        visibility, their test files, and every helper (a file not named test_*.py). With
-        hidden=False, the public tests only (what a student's `make test` runs): no hidden folder.
+        visibility, their test files, and every helper (a file not named test_*.py).
         """
         chosen = set(tasks or self.tasks)
         source = self.assignment
         data = json.loads((source.directory / "assignment.json").read_text(encoding="utf-8"))
         data["tasks"] = [task for task in data["tasks"] if task["name"] in chosen]
-        if not hidden:  # the grader checks that a task's tests add up to its points
-            data["tasks"] = [{**task, "points": self.public_points[task["name"]]} for task in data["tasks"]]
         data["visibility"] = {"public": "visible", "hidden": HIDDEN_MARK}
         target = replace(source, root=destination)
         selected = set(self.task_files(sorted(chosen)))
-        folders = [(source.public_tests, target.public_tests)]
-        if hidden:
-            folders.append((source.hidden_tests, target.hidden_tests))
-        for folder, copy in folders:
+        for folder, copy in ((source.public_tests, target.public_tests), (source.hidden_tests, target.hidden_tests)):
             copy.mkdir(parents=True)
             for path in folder.glob("*.py"):
                 if path in selected or not path.name.startswith("test_"):
@@ -349,15 +315,7 @@ class Job:
     out: Path
     seconds: float  # how long its two runs may take
     env: dict[str, str]  # environment variables of its gradings (the stand-in traces)
-    # The in-process run's tests root when it grades the public tests only (Suite.tests_root's
-    # hidden=False); None: tests_root, like the sandboxed run.
-    public_root: Path | None = None
     modes: tuple[str, ...] = MODES  # the modes it is graded in
-
-    def roots(self) -> dict[str, Path]:
-        """The tests root of each mode's run."""
-        roots = {"sandbox": self.tests_root, "inprocess": self.public_root or self.tests_root}
-        return {mode: roots[mode] for mode in self.modes}
 
 
 @dataclass(frozen=True)
@@ -471,7 +429,7 @@ class Graders:
         process ends first or the job takes longer than its seconds."""
         assert process.stdin is not None and process.stdout is not None
         process.stdin.write(json.dumps({"assignment": job.assignment, "submission": str(job.submission),
-                                        "roots": {mode: str(root) for mode, root in job.roots().items()},
+                                        "root": str(job.tests_root), "modes": list(job.modes),
                                         "out": str(job.out),
                                         "env": job.env}).encode() + b"\n")
         process.stdin.flush()
@@ -490,10 +448,8 @@ class Graders:
 
 
 def check_modes_agree(graded: Graded) -> None:
-    """The in-process grade has the sandboxed grade's tests (its public tests, where the job graded
-    only those in-process) with the same outcome each."""
-    public_only = graded.job.public_root is not None
-    sandbox = {o.test: o for o in graded.outcomes("sandbox") if o.public or not public_only}
+    """The in-process grade has the sandboxed grade's tests with the same outcome each."""
+    sandbox = {o.test: o for o in graded.outcomes("sandbox")}
     inprocess = {o.test: o for o in graded.outcomes("inprocess")}
     assert sandbox.keys() == inprocess.keys(), (
         f"{graded.job.label}: the modes graded different tests: only sandboxed {sorted(sandbox.keys() - inprocess.keys())}, "

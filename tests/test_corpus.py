@@ -17,6 +17,7 @@ from concurrent.futures import Future
 import pytest
 
 from autograder import corpus
+from autograder.harness.run import CALL_TIMEOUT_ENV
 from suite_support import (
     Graded, Graders, Job, Outcome, check_modes_agree, fails_a_public_test, listing, not_passed, stand_in_traces, suites,
 )
@@ -32,6 +33,11 @@ MIN_BASES = 3
 PUBLIC_SHARE = {"lecture02": 1.0, "lecture07": 1.0, "module06": 0.9}
 # Graded through the sandbox too, per assignment: the first base and the first bugs of bugs.json.
 SANDBOXED_BUGS = 2
+# Seconds of CPU per call for the bugs' gradings (KVLAB_CALL_TIMEOUT, which only lowers the
+# assignment's limit): a bug whose cost runs past any limit (an O(n) eviction, a free queue in a list)
+# then fails after 3 s instead of 10, and every correct call fits, as the hostile suite shows by
+# grading every reference at 2 s per call. The bases are graded at the assignment's own limit.
+BUG_CALL_TIMEOUT = 3.0
 
 BUGS = {a: corpus.bugs(a) for a in ASSIGNMENTS}
 BASES = {a: corpus.bases(a) for a in ASSIGNMENTS}
@@ -69,7 +75,8 @@ def gradings(request: pytest.FixtureRequest,
             root = suite.tests_root(out / "root", (bug.task,)) if suite.checks.mutants_run_own_tasks else whole
             submission = corpus.apply(name, bug, out / "submission")
             modes = ("sandbox", "inprocess") if bug.name in both else ("inprocess",)
-            jobs.append(Job(name, bug.name, submission, root, out, suite.checks.run_seconds, env, modes=modes))
+            jobs.append(Job(name, bug.name, submission, root, out, suite.checks.run_seconds,
+                            {**env, CALL_TIMEOUT_ENV: str(BUG_CALL_TIMEOUT)}, modes=modes))
     graders = Graders(sorted(jobs, key=lambda job: (-job.seconds, job.label)))
     yield graders.futures
     graders.stop()

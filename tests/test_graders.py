@@ -40,17 +40,15 @@ def results(*tests: tuple[str, str, str]) -> dict[str, Any]:
 PUBLIC_PASSES, HIDDEN_FAILS = ("test_a", "visible", "passed"), ("test_b", HIDDEN_MARK, "failed")
 
 
-@pytest.mark.parametrize(("public_only", "inprocess", "problem"), [
-    (False, results(PUBLIC_PASSES, HIDDEN_FAILS), None),
-    (True, results(PUBLIC_PASSES), None),
-    (False, results(PUBLIC_PASSES), "the modes graded different tests"),
-    (True, results(PUBLIC_PASSES, HIDDEN_FAILS), "the modes graded different tests"),
-    (True, results(("test_a", "visible", "failed")), "outcomes differ"),
-    (False, results(PUBLIC_PASSES, ("test_b", HIDDEN_MARK, "passed")), "outcomes differ"),
-], ids=["same-tests", "public-only", "hidden-missing", "hidden-unexpected", "public-differs", "hidden-differs"])
-def test_modes_agree_on_the_tests_both_graded(tmp_path: Path, public_only: bool, inprocess: dict[str, Any],
-                                              problem: str | None) -> None:
-    job = Job("lecture02", "bug", tmp_path, tmp_path, tmp_path, 1.0, {}, tmp_path if public_only else None)
+@pytest.mark.parametrize(("inprocess", "problem"), [
+    (results(PUBLIC_PASSES, HIDDEN_FAILS), None),
+    (results(PUBLIC_PASSES), "the modes graded different tests"),
+    (results(PUBLIC_PASSES, HIDDEN_FAILS, ("test_c", "visible", "passed")), "the modes graded different tests"),
+    (results(("test_a", "visible", "failed"), HIDDEN_FAILS), "outcomes differ"),
+    (results(PUBLIC_PASSES, ("test_b", HIDDEN_MARK, "passed")), "outcomes differ"),
+], ids=["same-tests", "hidden-missing", "one-more", "public-differs", "hidden-differs"])
+def test_modes_agree_on_every_test(tmp_path: Path, inprocess: dict[str, Any], problem: str | None) -> None:
+    job = Job("lecture02", "bug", tmp_path, tmp_path, tmp_path, 1.0, {})
     graded = Graded(job, {"sandbox": results(PUBLIC_PASSES, HIDDEN_FAILS), "inprocess": inprocess})
     if problem is None:
         check_modes_agree(graded)

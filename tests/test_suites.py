@@ -2,10 +2,11 @@
 
 For each assignment: the reference solution, the starter and every bug of the catalog
 (autograder/mutants/<id>.py) are graded by `autograder.harness.run.run` (run_autograder's code
-path), sandboxed and in-process, and the checks read the results.json files it writes. Both modes
-must agree test by test: on every test for the reference and the starter, on the public tests (what
-a student's `make test` runs in-process) for a mutant, whose in-process run grades only those.
-The reference passes every test and the points add up to assignment.json;
+path), and the checks read the results.json files it writes. The reference, the starter and the
+first SANDBOXED_MUTANTS mutants of each catalog are graded sandboxed and in-process, where both modes
+must agree test by test; the other mutants in-process only (the sandbox's own behaviour is tested by
+test_sandbox, test_hostile and the gradings in both modes; grading every mutant twice doubled the
+suite's largest fixture). The reference passes every test and the points add up to assignment.json;
 the starter passes none, each failing with its NotImplementedError; every mutant is caught: some
 test fails, in the tasks it lists, with a message naming the bug, and (unless its `public_blind`
 says why not) a public test fails too. Statically: every test file grades one task, every assert
@@ -45,6 +46,8 @@ WALK_MESSAGE = re.compile(r"walk step \d+|\bstep \d+(?: of |[:,] )")
 EXPECTED_VALUE = re.compile(r"expected (?:\d|\[|\(|the head, block)")
 # The submissions every assignment grades besides its mutants.
 BASELINES = ("reference", "starter")
+# Mutants of each catalog (its first ones) graded sandboxed as well as in-process.
+SANDBOXED_MUTANTS = 2
 
 
 @pytest.fixture(scope="module")
@@ -76,23 +79,24 @@ def gradings(request: pytest.FixtureRequest,
         whole = suite.tests_root(base / "root-all")
         jobs += [Job(name, label, getattr(suite.assignment, "solution" if label == "reference" else "starter"), whole,
                      base / label, suite.checks.run_seconds, env) for label in BASELINES if label in labels]
-        # A root of every public test, shared by the mutants graded on every task.
-        public = None if suite.checks.mutants_run_own_tasks else suite.tests_root(base / "root-public", hidden=False)
+        both = sandboxed(name)
         for mutant in suite.catalog:
             if mutant.name in labels:
                 folder = base / mutant.name
-                root, public_root = whole, public
-                if suite.checks.mutants_run_own_tasks:
-                    root = suite.tests_root(folder / "root", mutant.tasks)
-                    public_root = suite.tests_root(folder / "root-public", mutant.tasks, hidden=False)
+                root = suite.tests_root(folder / "root", mutant.tasks) if suite.checks.mutants_run_own_tasks else whole
                 submission = mutants.apply(mutant, suite.assignment.solution, folder / "submission")
                 limit = {} if mutant.call_timeout is None else {CALL_TIMEOUT_ENV: str(mutant.call_timeout)}
                 jobs.append(Job(name, mutant.name, submission, root, folder, suite.checks.run_seconds,
-                                {**env, **limit}, public_root))
+                                {**env, **limit}, modes=MODES if mutant.name in both else ("inprocess",)))
     graders = Graders(sorted(jobs, key=longest_first))
     yield graders.futures
     # Leaving early (an interrupted session) must not wait for the runs nobody will read.
     graders.stop()
+
+
+def sandboxed(assignment: str) -> set[str]:
+    """The names of `assignment`'s mutants graded in both modes."""
+    return {m.name for m in SUITES[assignment].catalog[:SANDBOXED_MUTANTS]}
 
 
 def longest_first(job: Job) -> tuple[bool, float, bool]:
@@ -191,14 +195,15 @@ MUTANTS = [pytest.param(name, mutant, id=f"{name}-{mutant.name}")
 def test_mutant_is_caught(assignment: str, mutant: mutants.Mutant,
                           gradings: dict[tuple[str, str], Future[Graded]]) -> None:
     grade = graded(gradings, assignment, mutant.name)
-    check_mutant_caught(SUITES[assignment], mutant, grade.outcomes("sandbox"))
-    check_modes_agree(grade)
+    check_mutant_caught(SUITES[assignment], mutant, grade.outcomes("inprocess"))
+    if mutant.name in sandboxed(assignment):
+        check_modes_agree(grade)
 
 
 @pytest.mark.parametrize(("assignment", "mutant"), [p for p in MUTANTS if not p.values[1].public_blind])
 def test_mutant_fails_a_public_test(assignment: str, mutant: mutants.Mutant,
                                     gradings: dict[tuple[str, str], Future[Graded]]) -> None:
-    outcomes = graded(gradings, assignment, mutant.name).outcomes("sandbox")
+    outcomes = graded(gradings, assignment, mutant.name).outcomes("inprocess")
     assert fails_a_public_test(outcomes), (
         f"mutant {mutant.name} ({mutant.description}) passes every public test, so a student cannot see it "
         f"before submitting; strengthen a public test, or say in its public_blind why none can:\n"
@@ -208,14 +213,14 @@ def test_mutant_fails_a_public_test(assignment: str, mutant: mutants.Mutant,
 @ASSIGNMENTS
 def test_hidden_walks_show_no_expected_value(assignment: str, graded_catalog: dict[str, Graded]) -> None:
     shown = [f"{name}: {outcome.test}: {outcome.message[:300]}" for name, grade in sorted(graded_catalog.items())
-             for outcome in grade.outcomes("sandbox") if not outcome.public and not outcome.passed
+             for outcome in grade.outcomes("inprocess") if not outcome.public and not outcome.passed
              and WALK_MESSAGE.search(outcome.message) and EXPECTED_VALUE.search(outcome.message)]
     assert not shown, "hidden walk messages that show the expected value:\n" + "\n".join(shown[:20])
 
 
 @ASSIGNMENTS
 def test_most_mutants_fail_a_public_test(assignment: str, graded_catalog: dict[str, Graded]) -> None:
-    blind = sorted(name for name, grade in graded_catalog.items() if not fails_a_public_test(grade.outcomes("sandbox")))
+    blind = sorted(name for name, grade in graded_catalog.items() if not fails_a_public_test(grade.outcomes("inprocess")))
     share = 1 - len(blind) / len(graded_catalog)
     assert share >= PUBLIC_SHARE, (f"only {share:.0%} of {assignment}'s mutants fail a public test "
                                    f"({PUBLIC_SHARE:.0%} needed); public tests pass on: {', '.join(blind)}")

@@ -30,10 +30,6 @@ from typing import Any
 REPO_ROOT = Path(__file__).resolve().parents[2]
 SCHEMA_PATH = Path(__file__).resolve().parent / "assignment_schema.json"
 
-# Gradescope's visibility values.
-VISIBILITIES = ("hidden", "after_due_date", "after_published", "visible")
-
-
 class AssignmentError(ValueError):
     """assignment.json is missing, unknown or malformed."""
 
