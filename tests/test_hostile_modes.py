@@ -134,6 +134,15 @@ TASK_CASES = [
 # gives differently.
 M06 = "module06"
 TASK_CASES += [
+    # Answers that are not plain data, in the fresh process as in the main one: the test fails on the
+    # student's code, naming the student's class, never the grader (an object of a fresh process
+    # would live in a process closed by the time the test reads it).
+    TaskCase("fresh process answers with a list subclass", "hashes_through_python_hash", "fresh_nonplain_list",
+             says=("returned _AgreeingList",), modes=MODES),
+    TaskCase("fresh process answers with str subclasses", "hashes_through_python_hash", "fresh_nonplain_strings",
+             says=("of type _AgreeingDigest",), modes=MODES),
+    TaskCase("fresh process answers with an array subclass", "hashes_through_python_hash", "fresh_nonplain_array",
+             says=("only numeric and bool arrays cross the sandbox",), modes=MODES),
     # Values just under the bound, shown in every failure message: messages and the session bounded.
     TaskCase("every digest list 2 million ints long", "hashes_through_python_hash", "message_huge_hashes",
              modes=MODES),

@@ -42,7 +42,8 @@ def digests_problem(call: str, digests: Any, n_tokens: int, block_size: int) -> 
                 f"{block_size} = {want}. Likely cause: {cause}")
     for index, digest in enumerate(digests):
         if not isinstance(digest, str) or not HEX_DIGEST.fullmatch(digest):
-            return (f"{call}: digest {index} is {digest!r}; expected a lowercase hex SHA-256 digest of 64 "
+            kind = "" if type(digest) is str else f" of type {type(digest).__name__}"
+            return (f"{call}: digest {index} is {digest!r}{kind}; expected a lowercase hex SHA-256 digest of 64 "
                     "characters (hashlib.sha256(...).hexdigest())")
     return None
 

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import time
+from functools import lru_cache
 from typing import Any, Iterator, Protocol
 
 import numpy as np
@@ -34,9 +35,17 @@ class Owner(Protocol):
 
 
 class Proxy:
-    """A student object (or module) living in the worker; every use is a round trip."""
+    """A student object (or module) living in the worker; every use is a round trip.
+
+    `Proxy(...)` makes an instance of a subclass named after the student's type (`typed`), so that
+    a message built from `type(value).__name__` names the student's class, as it does in-process,
+    and not this one.
+    """
 
     __slots__ = ("_sbx_box", "_sbx_target", "_sbx_generation", "_sbx_label", "_sbx_type")
+
+    def __new__(cls, box: Owner, target: list[Any], generation: int | None, label: str, type_name: str) -> Proxy:
+        return object.__new__(typed(type_name) if cls is Proxy else cls)
 
     def __init__(
         self, box: Owner, target: list[Any], generation: int | None, label: str, type_name: str,
@@ -152,6 +161,15 @@ class Proxy:
 
     def _sbx_key(self) -> tuple[int, tuple[Any, ...], int | None]:
         return id(self._sbx_box), tuple(self._sbx_target), self._sbx_generation
+
+
+@lru_cache(maxsize=256)  # the worker names the types; a flood of names only costs the cache's misses
+def typed(type_name: str) -> type[Proxy]:
+    """The Proxy subclass for the student's type `type_name` ("module.Class", at most 200
+    characters as decoded): its __name__ and __qualname__ the class's, its __module__ the module's."""
+    module, _, name = type_name.rpartition(".")
+    return type(name or type_name, (Proxy,), {"__slots__": (), "__qualname__": name or type_name,
+                                               "__module__": module or "student"})
 
 
 class Method:
