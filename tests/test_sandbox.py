@@ -660,6 +660,9 @@ def test_exception_class_cannot_go_back(stud: Proxy) -> None:
 def test_student_object_is_a_proxy(stud: Proxy, box: Sandbox) -> None:
     b = stud.Box(3)
     assert isinstance(b, Proxy), f"a student object must come back as a proxy, got {type(b)}"
+    assert (type(b).__name__, type(b).__module__) == ("Box", "stud"), (
+        f"a proxy's class must be named after the student's (messages name type(value)), got {type(b)!r}")
+    assert type(stud.Box(4)) is type(b), "the proxies of one student class must share their class"
     assert len(b) == 3, "len() must reach the student's __len__"
     assert 2 in b and 5 not in b, "`in` must reach the student's __contains__"
     assert b[1] == 1 and b[-1] == 2, "indexing must reach the student's __getitem__"
