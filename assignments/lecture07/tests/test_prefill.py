@@ -1,9 +1,10 @@
 """Public tests of prefill (task prefill). Run: make test TASK=prefill.
 
 Requests sharing leading full blocks share them (incref'd, never copied) and compute only the rest;
-a fully cached prompt recomputes its last block; a prefill that runs out of blocks changes nothing.
-The grader checks the same rules with the same diagnoses (prefix_checks.py, in this folder) on the
-lecture's few-shot prompts.
+a fully cached prompt recomputes its last block; a prefill that runs out of blocks changes nothing;
+after a shared-prefix run the pool holds every prompt token's K and V where its sequence's blocks
+say (pool_checks.py). The grader checks the same rules with the same diagnoses (prefix_checks.py and
+pool_checks.py, in this folder) on the lecture's few-shot prompts.
 """
 from __future__ import annotations
 
@@ -13,9 +14,10 @@ import numpy as np
 import pytest
 
 from paged_checks import tokens_for
+from pool_checks import run_shared_prefix_in_pool
 from prefix_checks import (
     PREFILL_BLOCK, all_or_nothing_problem, computed_problem, fully_cached_problem, logits_problem,
-    run_shared_prefix, shared_refcounts_problem,
+    shared_refcounts_problem,
 )
 
 # Three requests sharing a 48-token prefix (3 full blocks of 16), with tails of 5, 16 and 21 tokens.
@@ -24,7 +26,7 @@ PREFIX, TAILS, N_BLOCKS = 48, (5, 16, 21), 32
 
 @pytest.mark.task("prefill", points=1)
 def test_second_request_reuses_the_prefix(student: Any) -> None:
-    _, _, results = run_shared_prefix(student, PREFIX, N_BLOCKS, TAILS)
+    _, _, results = run_shared_prefix_in_pool(student, PREFIX, N_BLOCKS, TAILS)
     shared = PREFIX // PREFILL_BLOCK
     for index, result in enumerate(results):
         hits = shared if index else 0
@@ -36,7 +38,7 @@ def test_second_request_reuses_the_prefix(student: Any) -> None:
 
 @pytest.mark.task("prefill", points=1)
 def test_shared_blocks_have_exact_refcounts(student: Any) -> None:
-    pool, cache, results = run_shared_prefix(student, PREFIX, N_BLOCKS, TAILS)
+    pool, cache, results = run_shared_prefix_in_pool(student, PREFIX, N_BLOCKS, TAILS)
     problem = shared_refcounts_problem(pool, cache, results, PREFIX, N_BLOCKS)
     assert problem is None, problem
 

@@ -3,7 +3,7 @@
 logits, the refcount of every block, and an empty pool at the end; a fully cached prompt; a prefill
 that runs out of blocks (all or nothing); a prompt shorter than one block. Every verdict on a
 prefill also reads the pool here: it must hold each prompt's K and V where the sequence's blocks
-say (_prefill_checks), as what prefill returns could be right without the work being done."""
+say (pool_checks), as what prefill returns could be right without the work being done."""
 from __future__ import annotations
 
 from typing import Any
@@ -16,7 +16,7 @@ from prefix_checks import (
     PREFILL_BLOCK, all_or_nothing_problem, computed_problem, describe_request, full_blocks,
     fully_cached_problem, logits_problem, prefill_counted, shared_refcounts_problem,
 )
-from _prefill_checks import kv_in_pool_problem, run_shared_prefix_in_pool
+from pool_checks import kv_in_pool_problem, run_shared_prefix_in_pool
 
 PREFIXES = [80, 341]
 # Room for every request's blocks even if nothing were shared, so a copying prefill reaches the

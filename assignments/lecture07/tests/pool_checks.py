@@ -1,15 +1,15 @@
-"""What the hidden prefill tests keep to themselves: the check that a prefill's work is in the pool.
+"""The check that a prefill's work is in the pool (task prefill), public and hidden.
 
-prefill is student code running in the student's process, and nothing there is trusted: it may
-call a copy of `kvlab.paged.paged_step` that the submission replaced, or not call it at all. What
-it returns (the logits, the count) and the refcounts it leaves can be right while the prompt's keys
-and values were never written where the sequence's blocks say (a dense recomputation with the
-model, say). So each verdict on a shared-prefix run also reads the student's state here, in the
-grader's process: the pool's K and V at every position of every request, found by the rule of
-PagedSequence's docstring (position p lives in block `blocks[p // block_size]` at offset
-`p % block_size`), against the keys and values `kvlab.model.forward` computes here for the whole
-prompt; and the student's `seq.slots(0, length)` must name those same slots, as paged_step writes
-and reads through it.
+prefill is student code, and in the grader it runs in the student's process, where nothing is
+trusted: it may call a copy of `kvlab.paged.paged_step` that the submission replaced, or not call
+it at all. What it returns (the logits, the count) and the refcounts it leaves can be right while
+the prompt's keys and values were never written where the sequence's blocks say (a dense
+recomputation with the model, say). So each verdict on a shared-prefix run also reads the
+student's state from the test: the pool's K and V at every position of every request, found by the
+rule of PagedSequence's docstring (position p lives in block `blocks[p // block_size]` at offset
+`p % block_size`), against the keys and values `kvlab.model.forward` computes, where the test runs,
+for the whole prompt; and the student's `seq.slots(0, length)` must name those same slots, as
+paged_step writes and reads through it.
 
 Messages name the request, position, layer and block, and how far the values are off; never an
 expected value (the prompts are fixed data).
@@ -24,7 +24,7 @@ import numpy as np
 import pytest
 
 from paged_checks import CFG, describe_error, outcome, params
-from prefix_checks import PREFILL_BLOCK, Prefilled, describe_request, run_shared_prefix
+from prefix_checks import PREFILL_BLOCK, TAILS, Prefilled, describe_request, run_shared_prefix
 from kvlab.model import forward
 from kvlab.testing import LOGIT_ATOL
 
@@ -129,10 +129,11 @@ def kv_in_pool_problem(pool: Any, results: Sequence[Prefilled], label: Any) -> s
     return None
 
 
-def run_shared_prefix_in_pool(student: Any, prefix_len: int, n_blocks: int) -> tuple[Any, Any, list[Prefilled]]:
+def run_shared_prefix_in_pool(student: Any, prefix_len: int, n_blocks: int,
+                              tails: Sequence[int] = TAILS) -> tuple[Any, Any, list[Prefilled]]:
     """prefix_checks.run_shared_prefix, then the test fails unless the pool holds every request's
     keys and values (kv_in_pool_problem): every verdict on the run stands on the work being there."""
-    pool, cache, results = run_shared_prefix(student, prefix_len, n_blocks)
+    pool, cache, results = run_shared_prefix(student, prefix_len, n_blocks, tails)
     problem = kv_in_pool_problem(pool, results, lambda index, result: describe_request(index, prefix_len, result))
     if problem:
         pytest.fail(problem, pytrace=False)
