@@ -7,7 +7,7 @@
 Measures the KVConnector of DIR/kv_connector.py (default: the current folder, your work; the course
 repository's `python -m tools.bench_kvstore` passes the reference solution). The default chunk is
 LMCache's 256 tokens of a Qwen2.5-0.5B-shaped KV cache (24 layers, 2 KV heads of 64, float16): 3 MiB.
-It starts its own server (kvlab.kvstore.redis_server, TCP on 127.0.0.1: the system redis-server where
+It starts its own server (kvlab.redis_server.redis_server, TCP on 127.0.0.1: the system redis-server where
 installed, else kvlab's embedded one), then prints, each the median of --repeats runs:
 
 - the floor: a bare socket round trip on loopback (a one-byte echo, and an echo of one chunk's bytes
@@ -39,7 +39,8 @@ from typing import Any
 
 import numpy as np
 
-from kvlab.kvstore import open_store, redis_server
+from kvlab.kvstore import open_store
+from kvlab.redis_server import redis_server
 from kvlab.tables import format_table
 
 

@@ -20,9 +20,11 @@ from kvlab.model import Config, forward
 def assign_into(owner: Any, attribute: str, index: Any, values: np.ndarray) -> None:
     """`getattr(owner, attribute)[index] = values`, written in place where the array lives.
 
-    Here that is plain numpy. A grader that runs `paged_step` in its own process holds the
-    student's pool as a proxy, whose `pool.k` is a copy; the proxy's class then provides
-    `__assign_into__(attribute, index, values)`, which does the same write in the student's process.
+    On an ordinary object (a student's run, the reference) that is plain numpy. The
+    `__assign_into__` hook exists for the grader and nothing else: the grader runs `paged_step` in
+    its own process on a proxy of the student's pool, whose `pool.k` is a copy; the proxy's class
+    (autograder/harness/sandbox/proxy.py) provides `__assign_into__(attribute, index, values)`, which
+    does the same write in the student's process. Students never define it.
     """
     remote = getattr(type(owner), "__assign_into__", None)
     if remote is not None:

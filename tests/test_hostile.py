@@ -320,7 +320,7 @@ def gradescope_env(env: dict[str, str]) -> dict[str, str]:
 
 def shipped_lines() -> set[str]:
     """Lines students have anyway: the public tests, the course library, the starters."""
-    paths = [*REPO.glob("assignments/*/tests/*.py"), *(REPO / "kvlab").glob("*.py"), *REPO.glob("starter/*/*.py")]
+    paths = [*REPO.glob("assignments/*/tests/*.py"), *(REPO / "kvlab").rglob("*.py"), *REPO.glob("starter/*/*.py")]
     return {line.strip() for path in paths for line in path.read_text().splitlines()}
 
 

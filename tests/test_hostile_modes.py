@@ -175,7 +175,7 @@ TASK_CASES += [
     TaskCase("recomputing decode padded by call count", "decode_recomputes_sequence", "l02_padded_cost_call_count",
              says=("new tokens on tiny-wide",), assignment="lecture02", tasks=("greedy_decode",),
              modes=("bubblewrap",)),
-    TaskCase("nbytes right only from kvlab.probe's frame", "nbytes_counts_max_seq", "l02_detects_caller_frame",
+    TaskCase("nbytes right only from kvlab.testing.probe's frame", "nbytes_counts_max_seq", "l02_detects_caller_frame",
              says=("instead of the stored tokens",), assignment="lecture02", tasks=("kv_cache",)),
     TaskCase("nbytes right only where argv and stack look like the grader's", "nbytes_counts_max_seq",
              "l02_detects_caller_path", says=("instead of the stored tokens",), assignment="lecture02",

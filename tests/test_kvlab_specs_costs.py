@@ -24,6 +24,7 @@ import numpy as np
 import pytest
 
 import kvlab
+import kvlab.testing
 from kvlab import costs
 from kvlab.counter import Counts, counting
 from kvlab.demo import load_module
@@ -83,8 +84,11 @@ def test_deepseek_v3_caches_the_mla_latent() -> None:
         costs.generation_counts(spec, 10, 10, kv_bytes_per_token=spec.kv_bytes_per_token)
 
 
-KVLAB_MODULES = sorted(info.name for info in pkgutil.iter_modules(kvlab.__path__))
-KVLAB_SOURCES = sorted(Path(kvlab.__file__).parent.glob("*.py"))
+# kvlab's modules and its test support's (kvlab.testing ships to students too); not kvlab.serving's,
+# whose server needs requirements/serving.txt to import.
+KVLAB_MODULES = sorted([*(info.name for info in pkgutil.iter_modules(kvlab.__path__)),
+                        *(f"testing.{info.name}" for info in pkgutil.iter_modules(kvlab.testing.__path__))])
+KVLAB_SOURCES = sorted([*Path(kvlab.__file__).parent.glob("*.py"), *Path(kvlab.testing.__file__).parent.glob("*.py")])
 # Each answer, with the numbers of positional arguments it can be called with (dtype_bytes left at
 # its default, or given).
 ANSWERS: dict[str, tuple[Callable[..., int], tuple[int, ...]]] = {
@@ -172,7 +176,7 @@ def _kv_products(source: str) -> list[int]:
     return sorted(lines)
 
 
-@pytest.mark.parametrize("path", KVLAB_SOURCES, ids=lambda path: path.name)
+@pytest.mark.parametrize("path", KVLAB_SOURCES, ids=lambda path: path.relative_to(Path(kvlab.__file__).parent).as_posix())
 def test_kvlab_source_multiplies_no_kv_shape(path: Path) -> None:
     source = path.read_text(encoding="utf-8")
     lines = source.split("\n")

@@ -1,4 +1,5 @@
-"""kvlab.kvstore and the reference KV connector (solutions/module06/kv_connector.py) against real stores.
+"""kvlab.kvstore, kvlab.redis_server, kvlab.testing.store_loan and the reference KV connector
+(solutions/module06/kv_connector.py) against real stores.
 
 The connector runs against the system redis-server (skipped only where it is not installed), on a
 loopback port and on a Unix socket, and against the embedded server that replaces it elsewhere; each
@@ -21,9 +22,10 @@ import numpy as np
 import pytest
 import redis
 
-from kvlab import kvstore
-from kvlab.kvstore import MemoryStore, model_fingerprint, open_store, redis_server
+from kvlab.kvstore import MemoryStore, model_fingerprint, open_store
 from kvlab.model import TINY, config_like
+from kvlab.redis_server import redis_server
+from kvlab.testing import store_loan
 
 REPO = Path(__file__).resolve().parents[1]
 CHUNK = 64
@@ -143,15 +145,15 @@ def test_a_port_taken_before_redis_binds_it_is_replaced(monkeypatch: pytest.Monk
     """The port found free is taken before redis-server binds it: by another Redis, which would
     answer PING in its place, or by a socket that answers nothing. The store must be the server this
     call started, on another port."""
-    import kvlab.kvstore as kvstore
+    import kvlab.redis_server as servers
 
-    real = kvstore._free_port
+    real = servers._free_port
     with redis_server(MAXMEMORY, backend="system") as other, socket.socket() as silent:
         silent.bind(("127.0.0.1", 0))
         silent.listen()
         taken = int(other.rsplit(":", 1)[1]) if holder == "another redis-server" else silent.getsockname()[1]
         offered = iter([taken])
-        monkeypatch.setattr(kvstore, "_free_port", lambda: next(offered, None) or real())
+        monkeypatch.setattr(servers, "_free_port", lambda: next(offered, None) or real())
         with redis_server(MAXMEMORY, backend="system", start_timeout=5) as url:
             assert int(url.rsplit(":", 1)[1]) != taken, f"the store should have moved off the taken port {taken}"
             redis.Redis.from_url(url).set(b"mine", b"1")
@@ -272,10 +274,10 @@ def test_open_store_urls() -> None:
 ])
 def test_a_lent_store_refuses_a_malformed_batch_without_running_or_counting_it(batch: Any) -> None:
     """serve checks a whole batch before running any of it: nothing is stored or counted."""
-    store = kvstore.MemoryStore()
-    handle = kvstore.lend(store)
+    store = MemoryStore()
+    handle = store_loan.lend(store)
     with pytest.raises(TypeError):
-        kvstore.serve(handle, batch)
+        store_loan.serve(handle, batch)
     assert (store.commands, store.round_trips, store.used_memory) == ({}, 0, 0), (
         f"serve ran or counted part of the malformed batch {batch!r}: commands {store.commands}, "
         f"round trips {store.round_trips}, bytes held {store.used_memory}")
@@ -284,8 +286,8 @@ def test_a_lent_store_refuses_a_malformed_batch_without_running_or_counting_it(b
 def test_a_store_client_counts_on_the_lent_store() -> None:
     """Each plain command and each pipeline's execute() of a StoreClient is one round trip of the
     store it names; the client holds no counters."""
-    store = kvstore.MemoryStore()
-    client = kvstore.StoreClient(kvstore.lend(store))
+    store = MemoryStore()
+    client = store_loan.StoreClient(store_loan.lend(store))
     client.set("a", b"1")
     assert client.get("a") == b"1"
     pipe = client.pipeline(transaction=False)
@@ -294,4 +296,4 @@ def test_a_store_client_counts_on_the_lent_store() -> None:
     assert store.round_trips == 3, f"3 requests made 3 round trips of the store, not {store.round_trips}"
     assert store.commands == {"set": 1, "get": 2, "exists": 1}, f"the store counted {store.commands}"
     with pytest.raises(ValueError):
-        kvstore.serve(-1, [])
+        store_loan.serve(-1, [])

@@ -19,9 +19,10 @@ from typing import Any
 import numpy as np
 import pytest
 
-from kvlab.kvstore import model_fingerprint, open_store, redis_server
+from kvlab.kvstore import model_fingerprint, open_store
 from kvlab.model import TINY, config_like, forward, init_params
-from kvlab.testing import LOGIT_ATOL
+from kvlab.redis_server import redis_server
+from kvlab.testing.compare import LOGIT_ATOL
 
 engine_module = pytest.importorskip("kvlab.serving.engine", reason="the module-6 engine (kvlab.serving) is not in this tree")
 

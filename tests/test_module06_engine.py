@@ -15,7 +15,7 @@ import pytest
 
 from kvlab.model import TINY, generate, init_params
 from kvlab.serving.engine import SERVE, Engine, EngineError, ManagerError, run_requests
-from kvlab.testing import LOGIT_ATOL
+from kvlab.testing.compare import LOGIT_ATOL
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -137,7 +137,7 @@ def test_engine_counts_prefill_work_when_it_is_done() -> None:
 
 def test_grading_imports_no_serving_stack() -> None:
     """Grading imports the engine only: it must not pull in the HTTP or tokenizer stack."""
-    code = ("import sys, kvlab.serving.engine, kvlab.serving.drills; "
+    code = ("import sys, kvlab.serving.engine, kvlab.testing.drills; "
             "print(sorted(m for m in ('fastapi', 'uvicorn', 'tokenizers', 'openai') if m in sys.modules))")
     done = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0 and done.stdout.strip() == "[]", f"the engine imported {done.stdout} {done.stderr[-500:]}"

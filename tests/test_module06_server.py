@@ -299,7 +299,7 @@ KV_CHUNK, SHARED = 16, list(range(400, 464))
 @pytest.mark.timeout(180)
 def test_two_servers_share_kv_through_the_store() -> None:
     pytest.importorskip("redis", reason="the Redis client (requirements/kvstore.txt) is not installed")
-    from kvlab.kvstore import redis_server
+    from kvlab.redis_server import redis_server
     from kvlab.serving.engine import SERVE, Engine
     from kvlab.serving.server import load_submission_module
     from kvlab.serving.tokenizer import load_tokenizer

@@ -1,4 +1,4 @@
-"""kvlab.probe: many questions to student objects in one step (one round trip when graded)."""
+"""kvlab.testing.probe: many questions to student objects in one step (one round trip when graded)."""
 from __future__ import annotations
 
 import importlib
@@ -7,8 +7,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-import kvlab.probe
-from kvlab.probe import Step, TooMuchAtOnce, ask, each, play
+import kvlab.testing.probe
+from kvlab.testing.probe import Step, TooMuchAtOnce, ask, each, play
 
 
 class Pool:
@@ -59,7 +59,7 @@ class Buffer:
 
 
 class WorkerTimeout(Exception):
-    """Named as the sandbox's exception for a call past its time limit (kvlab.probe sees only the name)."""
+    """Named as the sandbox's exception for a call past its time limit (kvlab.testing.probe sees only the name)."""
 
 
 class Student:
@@ -113,7 +113,7 @@ def test_play_makes_the_steps_again_as_they_are_read_when_the_call_fails(answer:
 
 
 def test_play_does_not_run_again_a_call_past_its_time_limit() -> None:
-    student, made = Student(WorkerTimeout("kvlab.probe:ask(...) did not finish")), []
+    student, made = Student(WorkerTimeout("kvlab.testing.probe:ask(...) did not finish")), []
     with pytest.raises(WorkerTimeout):
         play(student, lambda: Buffer(made), STEPS)
     assert len(made) == 1, "a call that ran out of time must not be run again (it would use the limit again)"
@@ -122,7 +122,7 @@ def test_play_does_not_run_again_a_call_past_its_time_limit() -> None:
 def test_ask_holds_a_bounded_size_of_arrays_and_play_then_goes_one_step_at_a_time(
         monkeypatch: pytest.MonkeyPatch) -> None:
     # Each answer is the 3-float buffer (24 bytes): two fit under 50 bytes, the third passes it.
-    monkeypatch.setattr(kvlab.probe, "ASK_ARRAY_BYTES", 50)
+    monkeypatch.setattr(kvlab.testing.probe, "ASK_ARRAY_BYTES", 50)
     buffer = Buffer([])
     with pytest.raises(TooMuchAtOnce):
         ask([(buffer, "put", (index, 1.0)) for index in range(4)])

@@ -121,8 +121,8 @@ def test_visibility_follows_assignment_json() -> None:
 
 
 def test_a_tests_draws_are_recorded_for_the_staff() -> None:
-    """kvlab.testing.drawn records what each test drew; the grader puts it in that test's extra_data."""
-    from kvlab.testing import drawn, take_draws
+    """kvlab.testing.draws.drawn records what each test drew; the grader puts it in that test's extra_data."""
+    from kvlab.testing.draws import drawn, take_draws
 
     take_draws()
     values = [drawn(1, 10**9), drawn(5, 5)]
@@ -142,7 +142,7 @@ def test_a_tests_draws_are_recorded_for_the_staff() -> None:
 def test_seeded_draws_start_alike_in_every_grading_run(monkeypatch: pytest.MonkeyPatch) -> None:
     """A process that grades several runs (tests/grade_batch.py: each submission sandboxed, then in
     process) draws the same seeded values in each, so the two modes of a submission can be compared."""
-    from kvlab.testing import drawn, restart_draws, take_draws
+    from kvlab.testing.draws import drawn, restart_draws, take_draws
 
     monkeypatch.setenv("KVLAB_GRADING_SEED", "7")
     runs = []

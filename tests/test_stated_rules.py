@@ -4,7 +4,7 @@ For every assignment, the reference solution is graded through the sandbox (the 
 `autograder.harness.run.run`, in a subprocess) while the sandbox records what the trusted side uses
 on the student's objects: every attribute read or written, every keyword argument of a call into
 the student's code, every exception type the student's code raised to a test
-(`autograder.harness.sandbox.recording`, and the names `kvlab.probe:ask` asks for in the worker;
+(`autograder.harness.sandbox.recording`, and the names `kvlab.testing.probe:ask` asks for in the worker;
 the course library's own objects living in the worker, a
 `kvlab.kvstore.MemoryStore` or kvlab.paged's cache adapter, are not the student's). Each name must appear, as a word, in what students are
 given for the assignment: its starter file(s) or its handout (assignments/<id>/README.md). A name
@@ -35,10 +35,10 @@ from autograder.harness.sandbox import Sandbox, recording
 assignment, solution, results, out = sys.argv[1:5]
 call = Sandbox.call
 with recording(library=("kvlab.",)) as names:
-    # kvlab.probe:ask reads the student's attributes and calls its methods in the worker, out of
+    # kvlab.testing.probe:ask reads the student's attributes and calls its methods in the worker, out of
     # the hook's sight: its questions name them here.
     def asking(self, qualname, *args, **kwargs):
-        if qualname == "kvlab.probe:ask":
+        if qualname == "kvlab.testing.probe:ask":
             names.update(("attribute", name) for _, name, _ in args[0])
         return call(self, qualname, *args, **kwargs)
     Sandbox.call = asking

@@ -93,7 +93,7 @@ def test_fresh_call_writes_bytecode_only_where_the_caller_does(tmp_path: Path, d
                                         encoding="utf-8")
     monkeypatch.setattr(sys, "dont_write_bytecode", dont_write)
     # The library folder on the fresh process's path, as the course library is.
-    monkeypatch.setattr(sys.modules["kvlab.testing"], "__file__", str(library / "kvlab" / "testing.py"))
+    monkeypatch.setattr(sys.modules["kvlab.testing"], "__file__", str(library / "kvlab" / "testing" / "__init__.py"))
     assert Submission(tmp_path).fresh_call("answer", "value") == 7, "the fresh call should return 7"
     written = sorted(p.name for p in tmp_path.rglob("*.pyc"))
     assert bool(written) != dont_write, (

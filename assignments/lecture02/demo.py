@@ -35,7 +35,7 @@ from kvlab import costs, counter  # noqa: E402
 from kvlab.model import TINY, Config, forward, generate, init_params  # noqa: E402
 from kvlab.specs import HARDWARE, MODELS, ModelSpec  # noqa: E402
 from kvlab.tables import format_table, human_bytes, human_flops, human_ratio, human_seconds  # noqa: E402
-from kvlab.testing import LOGIT_ATOL  # noqa: E402
+from kvlab.testing.compare import LOGIT_ATOL  # noqa: E402
 
 # Table (2)'s model: wide enough that a step is real work, small enough that recomputing 256 steps
 # without a cache takes seconds in numpy. Without a cache n new tokens cost n * (prompt + (n-1)/2)

@@ -52,9 +52,10 @@ from typing import Any  # noqa: E402
 import numpy as np  # noqa: E402
 
 from kvlab.hf_configs import CONFIGS, LAB_BATCHES, LAB_DEEPSEEK_AS_GQA, LAB_SEQ_LENS  # noqa: E402
-from kvlab.kvstore import MemoryStore, model_fingerprint, open_store, redis_server  # noqa: E402
+from kvlab.kvstore import MemoryStore, model_fingerprint, open_store  # noqa: E402
+from kvlab.redis_server import redis_server  # noqa: E402
 from kvlab.tables import format_table  # noqa: E402
-from kvlab.testing import FLOAT32_LOGIT_ATOL  # noqa: E402
+from kvlab.testing.compare import FLOAT32_LOGIT_ATOL  # noqa: E402
 
 GPUS = {"80 GB (A100/H100)": 80 * 10**9, "24 GB (RTX 4090)": 24 * 10**9}
 FIT_SEQ_LEN = 4096
@@ -239,7 +240,7 @@ def table_kv_store(student: Student) -> None:
     args = student.args
     backend = store_backend(args.store)
     with redis_server(maxmemory_bytes=int(args.store_mb * 2**20), backend=backend) as url:
-        server = "the system redis-server" if backend == "system" else "kvlab.kvstore.EmbeddedRedisServer"
+        server = "the system redis-server" if backend == "system" else "kvlab.redis_server.EmbeddedRedisServer"
         print(f"(4) one store ({server} at {url}, maxmemory {args.store_mb:g} MiB, allkeys-lru), chunks of "
               f"{args.chunk_size} tokens; {args.runs} run{'s' if args.runs != 1 else ''}, each with a fresh system "
               "prompt (times are wall clock on a CPU, so noisy: the medians, positions and bytes are the point)")

@@ -14,7 +14,7 @@ and nowhere else:
   variant instead.
 - `worker_calls`: the few names `student.call` runs in the worker, because what they make must live
   beside the student's objects, or because they only ask the student's objects questions
-  (`kvlab.probe:ask`); nothing else a verdict needs may come from them.
+  (`kvlab.testing.probe:ask`); nothing else a verdict needs may come from them.
 """
 from __future__ import annotations
 
@@ -22,8 +22,8 @@ from typing import Any
 
 import numpy as np
 
-import kvlab.kvstore
 import kvlab.model
+import kvlab.testing.store_loan
 from autograder.harness.sandbox import BadValue, ColumnCodec, SandboxConfig, TooBig
 
 # Bounds on one forward call run in the trusted process for student code: far above what a test
@@ -101,10 +101,11 @@ COURSE = SandboxConfig(
     # calls kvlab.model.forward, the worker's stand-in sends the call here with the student's cache
     # as a proxy. Student code may rewrite the worker's copy of the library as it likes; the logits
     # it gets, and the operations kvlab.counter records, come from this process.
-    # Module 6's store stays here too: a test lends it (kvlab.kvstore.lend) and gives the student's
-    # connector a StoreClient made in the worker, whose every request runs on it through `serve`; the
-    # store's contents and its commands / round_trips counters live in this process only.
-    remote={"kvlab.model:forward": bounded_forward, "kvlab.kvstore:serve": kvlab.kvstore.serve},
+    # Module 6's store stays here too: a test lends it (kvlab.testing.store_loan.lend) and gives the
+    # student's connector a StoreClient made in the worker, whose every request runs on it through
+    # `serve`; the store's contents and its commands / round_trips counters live in this process only.
+    remote={"kvlab.model:forward": bounded_forward,
+            "kvlab.testing.store_loan:serve": kvlab.testing.store_loan.serve},
     # Every student.call runs here, on proxies of the student's objects: forward (bounded),
     # run_counted (which then counts the forward calls the student's function makes from this
     # side), paged_step (which writes the new K/V into the student's pool in place through
@@ -115,9 +116,10 @@ COURSE = SandboxConfig(
     # Made in the worker because the student's code holds them: module 6's StoreClient (the
     # connector's handle to a store lent from this process; it holds nothing a verdict reads) and
     # the blocks of its free-queue guards (200,000, one round trip each would dwarf what the guard
-    # times; why that is safe: block_list's docstring). kvlab.probe's `ask` too: one round trip for
-    # a state machine's whole state, for a lecture-2 cache test's calls (kvlab.probe.play), or for the free-queue
-    # guards' 25 remove + append pairs at a time (why that is safe: its docstring, and
-    # kvlab.serving.drills').
-    worker_calls=frozenset({"kvlab.kvstore:StoreClient", "kvlab.serving.drills:block_list", "kvlab.probe:ask"}),
+    # times; why that is safe: block_list's docstring). kvlab.testing.probe's `ask` too: one round
+    # trip for a state machine's whole state, for a lecture-2 cache test's calls
+    # (kvlab.testing.probe.play), or for the free-queue guards' 25 remove + append pairs at a time
+    # (why that is safe: its docstring, and kvlab.testing.drills').
+    worker_calls=frozenset({"kvlab.testing.store_loan:StoreClient", "kvlab.testing.drills:block_list",
+                            "kvlab.testing.probe:ask"}),
 )

@@ -52,9 +52,8 @@ from autograder.harness.sandbox import (
     WorkerDied,
     WorkerTimeout,
 )
-from kvlab.testing import (
-    Submission, SubmissionError, missing_file_message, restart_draws, take_draws, task_of,
-)
+from kvlab.testing import Submission, SubmissionError, missing_file_message, task_of
+from kvlab.testing.draws import restart_draws, take_draws
 
 
 # The worker stopped (or was stopped), or gave what the operation does not promise: their messages

@@ -40,7 +40,7 @@ class GradedTest:
     passed: bool
     output: str
     hidden: bool
-    draws: tuple[int, ...] = ()  # what the test drew for this run (kvlab.testing.drawn), for the staff
+    draws: tuple[int, ...] = ()  # what the test drew for this run (kvlab.testing.draws.drawn), for the staff
 
 
 def truncate(text: str, limit: int) -> str:

@@ -14,7 +14,7 @@ this order (all in task kv_connector):
 The store is any object with redis-py's `get(key) -> bytes | None`, `set(key, value)`,
 `mget(keys) -> list[bytes | None]`, `exists(*keys) -> int` and `pipeline(transaction=False)`: a
 `redis.Redis` client, or `kvlab.kvstore.MemoryStore` (the tests and the grader give your connector a
-`kvlab.kvstore.StoreClient` of one, with the same commands). A pipeline
+`kvlab.testing.store_loan.StoreClient` of one, with the same commands). A pipeline
 queues commands (`pipe.get(key)`, `pipe.exists(key)`, ...: each returns the pipeline, no reply yet),
 then `pipe.execute()` sends them all at once and returns the list of their replies, in order: one
 round trip to the store, however many commands. Every plain call (`store.get(key)`, `store.mget(keys)`,

@@ -20,8 +20,8 @@ from typing import Any
 import numpy as np
 
 from kvlab.model import TINY, Config, config_like, forward, generate, init_params
-from kvlab.probe import Replies, Step, play
-from kvlab.testing import FLOAT32_LOGIT_ATOL, LOGIT_ATOL, array_difference, shape_problem
+from kvlab.testing.compare import FLOAT32_LOGIT_ATOL, LOGIT_ATOL, array_difference, shape_problem
+from kvlab.testing.probe import Replies, Step, play
 
 # The cache holds n_kv_heads heads per layer, so the three attention variants give caches of
 # different shapes: multi-head (Hkv = H), grouped-query (1 < Hkv < H, TINY itself), multi-query.
@@ -80,13 +80,13 @@ def exception_from(fn: Callable[..., Any], *args: Any) -> BaseException | None:
 # overflows must raise the cache's own ValueError, from its check of length + T, before storing.
 NUMPY_BROADCAST = "could not broadcast"
 
-# A cache's reads, as kvlab.probe.play steps.
+# A cache's reads, as kvlab.testing.probe.play steps.
 LENGTH: Step = ("length", None)
 NBYTES: Step = ("nbytes", ())
 
 
 def both_ways(student: Any, make: Callable[[], Any], steps: Sequence[Step]) -> list[Replies]:
-    """What new caches `make()` answer to `steps`, asked two ways: all in one step (kvlab.probe.play,
+    """What new caches `make()` answer to `steps`, asked two ways: all in one step (kvlab.testing.probe.play,
     one round trip in the grader) and by direct calls, one per step as the test reads them, as
     forward and greedy_decode make them. A test checks both with the same rules: a cache must answer
     the same whoever calls it."""
@@ -95,7 +95,7 @@ def both_ways(student: Any, make: Callable[[], Any], steps: Sequence[Step]) -> l
 
 def store_steps(keys: np.ndarray, values: np.ndarray, chunks: Sequence[int]) -> list[Step]:
     """The calls that store keys/values [L, B, S, Hkv, d] chunk by chunk as forward does, for
-    kvlab.probe.play: each layer's update with the chunk's T tokens, then advance(T); L + 1 steps
+    kvlab.testing.probe.play: each layer's update with the chunk's T tokens, then advance(T); L + 1 steps
     per chunk, sum(chunks) == S."""
     steps: list[Step] = []
     start = 0

@@ -2,7 +2,7 @@
 
 The grader checks the same rules with the same diagnoses (decode_checks.py, in this folder) on
 other models, batch sizes, chunk sizes and limits. A test's calls on one cache are made in one step
-(kvlab.probe.play, as the grader does), then what each answered is checked in their order; then the
+(kvlab.testing.probe.play, as the grader does), then what each answered is checked in their order; then the
 same calls are made on another cache one at a time, as forward makes them, and checked the same way
 (decode_checks.both_ways).
 """

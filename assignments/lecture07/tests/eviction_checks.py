@@ -40,8 +40,8 @@ Replay = Callable[..., tuple[float, int]]
 
 def held_blocks(student: Any, cache: Any, blocks: Sequence[int]) -> list[int]:
     """The blocks of `blocks` for which `block in cache`, in order: the contract's __contains__ of
-    each, asked in one step (kvlab.probe:ask, one round trip when graded instead of one per block)."""
-    answers = student.call("kvlab.probe:ask", [(cache, "__contains__", (block,)) for block in blocks])
+    each, asked in one step (kvlab.testing.probe:ask, one round trip when graded instead of one per block)."""
+    answers = student.call("kvlab.testing.probe:ask", [(cache, "__contains__", (block,)) for block in blocks])
     return [block for block, inside in zip(blocks, answers) if inside]
 
 

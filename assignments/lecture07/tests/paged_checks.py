@@ -25,7 +25,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
 from kvlab.model import TINY, Config, init_params
-from kvlab.testing import array_difference, how_off
+from kvlab.testing.compare import array_difference, how_off
 
 CFG: Config = TINY
 
@@ -555,7 +555,7 @@ def pool_machine(student: Any, with_sequences: bool) -> type[RuleBasedStateMachi
         @invariant()
         def matches_model(self) -> None:
             # The whole state in one call (one round trip when graded), checked in order.
-            answers = student.call("kvlab.probe:ask", self.questions())
+            answers = student.call("kvlab.testing.probe:ask", self.questions())
             self.check_pool(answers[:n_blocks], answers[n_blocks])
             self.check_sequences(answers[n_blocks + 1:])
 

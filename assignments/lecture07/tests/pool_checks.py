@@ -26,7 +26,7 @@ import pytest
 from paged_checks import CFG, describe_error, outcome, params
 from prefix_checks import PREFILL_BLOCK, TAILS, Prefilled, describe_request, run_shared_prefix
 from kvlab.model import forward
-from kvlab.testing import LOGIT_ATOL
+from kvlab.testing.compare import LOGIT_ATOL
 
 # Keys and values written by paged_step in pieces (the shared prefix earlier, the tail now) equal
 # the whole prompt's to rounding; the logits' tolerance is as strict.

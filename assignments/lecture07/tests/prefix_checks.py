@@ -21,7 +21,7 @@ import pytest
 
 from paged_checks import CFG, describe_error, differs, outcome, params, pool_state_problem
 from kvlab.model import forward
-from kvlab.testing import array_difference
+from kvlab.testing.compare import array_difference
 
 HEX_DIGEST = re.compile(r"[0-9a-f]{64}")
 

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from kvlab.serving.drills import churn_problem
+from kvlab.testing.drills import churn_problem
 
 
 def queue_of(student: Any, n: int) -> tuple[Any, list[Any]]:
@@ -59,7 +59,7 @@ def test_errors(student: Any) -> None:
 
 
 # A queue as long as the grader's and a short one, churned alike by calls of your own remove and
-# append (kvlab.serving.drills: 25 pairs per round trip, each queue in turn; the grader counts the
+# append (kvlab.testing.drills: 25 pairs per round trip, each queue in turn; the grader counts the
 # CPU time of every process involved). What counts is how much more the long queue's pairs cost:
 # at most 0.2 ms a pair (0.1 s for the 500). The reference's grow by -0.01 to 0.04 s sandboxed on a
 # loaded machine; a remove that scans, even a C-level list.remove of ints, by 0.3 s or more.

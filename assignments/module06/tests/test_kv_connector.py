@@ -19,7 +19,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from kvlab.kvstore import MemoryStore, lend
+from kvlab.kvstore import MemoryStore
+from kvlab.testing.store_loan import lend
 
 FINGERPRINT = "public-model/s0/float64/L3x2xTx2x4"
 COUNTS = {
@@ -43,11 +44,11 @@ def tokens_of(n: int, seed: int) -> list[int]:
 
 def new_store(student: Any) -> tuple[MemoryStore, Any]:
     """(store, client): a MemoryStore in the test's process, whose `commands` and `round_trips` the tests
-    read, and a kvlab.kvstore.StoreClient of it for your connector (the same commands as a MemoryStore,
+    read, and a kvlab.testing.store_loan.StoreClient of it for your connector (the same commands as a MemoryStore,
     each request sent to that store). Made beside your code (`student.call`): run here, a plain object;
     in the grader, in your process, while the store stays in the grader's."""
     store = MemoryStore()
-    return store, student.call("kvlab.kvstore:StoreClient", lend(store))
+    return store, student.call("kvlab.testing.store_loan:StoreClient", lend(store))
 
 
 def in_docstring_layout(kv: np.ndarray, fingerprint: str, magic: bytes = b"KVLC", version: int = 1, code: int = 2,

@@ -18,7 +18,7 @@ A = [5, 9, 2, 7, 1, 1, 8, 3, 6, 4]
 
 def state(student: Any, manager: Any) -> tuple[list[int], list[int]]:
     """(free queue head first, every block's ref_cnt)."""
-    refs = student.call("kvlab.probe:each", manager.ref_cnt, [(b,) for b in range(manager.num_blocks)])
+    refs = student.call("kvlab.testing.probe:each", manager.ref_cnt, [(b,) for b in range(manager.num_blocks)])
     return list(manager.free_block_ids()), list(refs)
 
 

@@ -12,7 +12,7 @@ import pytest
 
 from kvlab.model import TINY, generate, init_params
 from kvlab.serving.engine import run_requests
-from kvlab.testing import LOGIT_ATOL
+from kvlab.testing.compare import LOGIT_ATOL
 
 SYSTEM = [int(t) for t in np.random.default_rng(0).integers(0, TINY.vocab, size=13)]
 REQUESTS = [{"prompt": SYSTEM + [1, 2], "max_tokens": 4}, {"prompt": SYSTEM + [3], "max_tokens": 4},

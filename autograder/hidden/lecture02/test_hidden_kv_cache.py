@@ -1,6 +1,6 @@
 """Hidden tests of KVCache (task kv_cache): every rule of the contract, on MHA, GQA and MQA models.
 
-A test's calls on one cache are made in one step (kvlab.probe.play), then checked in their order; then
+A test's calls on one cache are made in one step (kvlab.testing.probe.play), then checked in their order; then
 made again on another cache by direct calls (decode_checks.both_ways) and checked the same way, so a
 cache that answers the batched questions right and its real callers wrong earns nothing."""
 from __future__ import annotations
@@ -15,7 +15,7 @@ from decode_checks import (
     limit_problem, nbytes_problem, params_for, prompt_for, store_steps, stored_problem,
 )
 from kvlab.model import config_like, forward
-from kvlab.testing import drawn
+from kvlab.testing.draws import drawn
 
 # Chunk sizes stored one after another: a multi-token prefill, one decode token, then two tokens at
 # once, so update is exercised with T > 1 at length > 0 as well.

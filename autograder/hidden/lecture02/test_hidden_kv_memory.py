@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from decode_checks import bytes_problem
-from kvlab.testing import drawn
+from kvlab.testing.draws import drawn
 
 # (layers, KV heads, head size) from each model's published config.json, and its KV bytes per
 # token in BF16 (2 bytes), as tabulated in the course's reference notes. Not the public tests'

@@ -5,7 +5,7 @@ the student sees: what differed, where, and the likely cause. Expected arrays ar
 seeds) and compared in this process; the byte layout of a serialized chunk and of a key digest is the
 student's choice, so those are checked by their properties, never against fixed values. The store is
 a `kvlab.kvstore.MemoryStore` in this process, where the tests change it and read its `commands` and
-`round_trips`; the connector gets a `kvlab.kvstore.StoreClient` of it, made beside the student's code
+`round_trips`; the connector gets a `kvlab.testing.store_loan.StoreClient` of it, made beside the student's code
 (`student.call`), whose every request runs on the store here (the grader's `remote` `serve`). What the
 worker does to its own objects cannot change what the store holds or counts; a connector that answers
 from a memory of its own instead of asking the store is caught by the store changing between its calls.
@@ -22,7 +22,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from kvlab.kvstore import MemoryStore, lend
+from kvlab.kvstore import MemoryStore
+from kvlab.testing.store_loan import lend
 
 # A small KV layout: L=3 layers, Hkv=2 heads of d=4. Chunks of 4 tokens unless a test says otherwise.
 # Three layers, not two: a layer count equal to the K/V axis (2) would hide a swap of the two axes.
@@ -204,7 +205,7 @@ def lent_store(student: Any, store: MemoryStore | None = None) -> tuple[MemorySt
     """(store, client): `store` (a new MemoryStore when None), kept in this process, and a StoreClient of it
     made beside the student's code, for the student's connector."""
     store = MemoryStore() if store is None else store
-    return store, student.call("kvlab.kvstore:StoreClient", lend(store))
+    return store, student.call("kvlab.testing.store_loan:StoreClient", lend(store))
 
 
 def new_connector(student: Any, chunk_size: int = 4, fingerprint: str = FINGERPRINT,

@@ -4,7 +4,7 @@
 free queue). A walk applies the same operations to both and, after every step, compares what the
 operation returned, the free queue (order included), every block's ref_cnt and hash, and the
 counters; the first difference becomes a message naming the step, what differed, and the likely
-cause. The student's state is read in one round trip (`kvlab.probe:ask`).
+cause. The student's state is read in one round trip (`kvlab.testing.probe:ask`).
 
 The walks are fixed scripts, so a message shows the student's value and how it is wrong (too high,
 another order, which blocks do not belong), never the reference's value: resubmitting cannot collect
@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from kvlab.testing import how_off
+from kvlab.testing.compare import how_off
 
 Op = tuple  # ("allocate", request_id, tokens) | ("append", request_id, tokens) | ("free", request_id)
 
@@ -178,7 +178,7 @@ class State:
 
 def student_state(student: Any, manager: Any, n_blocks: int) -> State:
     """The student's manager's state, read in one round trip."""
-    answers = student.call("kvlab.probe:ask", [
+    answers = student.call("kvlab.testing.probe:ask", [
         *((manager, "ref_cnt", (b,)) for b in range(n_blocks)), *((manager, "block_hash", (b,)) for b in range(n_blocks)),
         (manager, "free_block_ids", ()), (manager, "prefix_cache_queries", None), (manager, "prefix_cache_hits", None),
     ])

@@ -8,10 +8,10 @@ from typing import Any
 import numpy as np
 import pytest
 
-from kvlab.serving.drills import churn_problem
+from kvlab.testing.drills import churn_problem
 
 # A long queue and a short one churned alike by calls of the student's own remove and append
-# (kvlab.serving.drills, 25 pairs per round trip, each queue in turn); the verdict is how much more
+# (kvlab.testing.drills, 25 pairs per round trip, each queue in turn); the verdict is how much more
 # the long queue's pairs cost, at most 0.2 ms a pair (0.2 s for the 1,000). The reference's grow by
 # about nothing (the round trips cost the same on both), a remove that scans from either end by 0.6 s
 # or more (a C-level list.remove of ints) to 5 s (a plain list); stopped soon after the limit.

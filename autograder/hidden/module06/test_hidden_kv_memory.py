@@ -10,7 +10,7 @@ import pytest
 
 from _memory_checks import bytes_problem, describe, expected_bytes, likely_cause
 from kvlab.hf_configs import CONFIGS, LAB_BATCHES, LAB_SEQ_LENS
-from kvlab.testing import drawn
+from kvlab.testing.draws import drawn
 
 
 def generated_configs(seed: int, n: int) -> list[dict[str, Any]]:
@@ -74,7 +74,7 @@ def gib_cause(actual: float, expected: float) -> str:
 
 
 def boundary_config() -> dict[str, Any]:
-    """A GQA config drawn anew in every grading run (kvlab.testing.drawn): at its boundaries max_batch's
+    """A GQA config drawn anew in every grading run (kvlab.testing.draws.drawn): at its boundaries max_batch's
     arguments give a sequence's bytes away, so they must not be a published model's (a hidden answer)."""
     return generated_configs(seed=drawn(0, 2**31), n=2)[1]
 

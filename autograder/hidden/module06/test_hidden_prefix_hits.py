@@ -10,7 +10,7 @@ import pytest
 
 from _manager_checks import RefManager, chained_hashes, edge_problem, walk_problem
 from cost_checks import pool_cost_problem
-from kvlab.testing import drawn
+from kvlab.testing.draws import drawn
 
 BS = 4
 

@@ -21,7 +21,7 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, rule, run_stat
 from _manager_checks import RefManager, walk_problem
 from kvlab.model import TINY, generate, init_params
 from kvlab.serving.engine import run_requests
-from kvlab.testing import LOGIT_ATOL, how_off
+from kvlab.testing.compare import LOGIT_ATOL, how_off
 
 BS = 4
 PARAMS = init_params(TINY, 0)
@@ -141,9 +141,9 @@ def test_every_block_free_and_unhashed_or_cached_at_the_end(student: Any) -> Non
     assert sorted(free) == list(range(n_blocks)), (
         f"after every request finished the free queue holds {len(free)} blocks {sorted(free)[:30]}; expected all "
         f"{n_blocks} once each. Likely cause: a block lost (never freed) or freed twice")
-    refs = student.call("kvlab.probe:each", manager.ref_cnt, [(b,) for b in range(n_blocks)])
+    refs = student.call("kvlab.testing.probe:each", manager.ref_cnt, [(b,) for b in range(n_blocks)])
     assert all(r == 0 for r in refs), f"after every request finished the ref_cnts are {refs}; expected all 0"
-    hashes = [h for h in student.call("kvlab.probe:each", manager.block_hash, [(b,) for b in range(n_blocks)])
+    hashes = [h for h in student.call("kvlab.testing.probe:each", manager.block_hash, [(b,) for b in range(n_blocks)])
               if h is not None]
     assert len(set(hashes)) == len(hashes) == manager.num_cached_blocks(), (
         f"after every request finished {len(hashes)} blocks hold a hash ({len(set(hashes))} distinct) and "
@@ -247,7 +247,7 @@ def manager_machine(student: Any) -> type[RuleBasedStateMachine]:
         @invariant()
         def blocks_accounted_for(self) -> None:
             # The whole state in one call (one round trip when graded).
-            answers = student.call("kvlab.probe:ask", [*((self.manager, "ref_cnt", (b,)) for b in range(n_blocks)),
+            answers = student.call("kvlab.testing.probe:ask", [*((self.manager, "ref_cnt", (b,)) for b in range(n_blocks)),
                                                        (self.manager, "free_block_ids", ()),
                                                        (self.manager, "num_free_blocks", None)])
             refs, free, num_free = answers[:n_blocks], list(answers[n_blocks]), answers[n_blocks + 1]

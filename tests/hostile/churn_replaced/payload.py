@@ -1,11 +1,11 @@
 # Module 6, a cost guard's workload replaced in the worker: the free-queue churn (once
-# kvlab.serving.drills.churn_free_queue, run beside the queue in one call) swapped for one that answers
+# kvlab.testing.drills.churn_free_queue, run beside the queue in one call) swapped for one that answers
 # at once with the order a correct queue would leave, never running the student's slow queue; the
 # blocks the guards now make there handed out in a shuffled order; and the batched questions
-# (kvlab.probe.ask, one round trip for many remove and append calls) answered without asking the
+# (kvlab.testing.probe.ask, one round trip for many remove and append calls) answered without asking the
 # slow queue. The guards must time whatever does the pairs and check the order they leave.
-import kvlab.probe as _probe
-import kvlab.serving.drills as _drills
+import kvlab.testing.drills as _drills
+import kvlab.testing.probe as _probe
 import numpy as _np
 
 

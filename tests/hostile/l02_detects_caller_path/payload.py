@@ -1,6 +1,6 @@
 # Path detection, by what the process and the stack look like: nbytes answers the contract's count only
 # when the process looks like the grader's (started with -c, as the worker is, or by pytest) and some
-# frame on the stack runs a file of the grading machinery (kvlab/probe.py, a tests folder); the buggy
+# frame on the stack runs a file of the grading machinery (kvlab/testing/probe.py, a tests folder); the buggy
 # count (every preallocated position) otherwise.
 import os as _os
 import sys as _sys

@@ -1,4 +1,4 @@
-"""How `kvlab.testing`'s `fresh_call` sends arguments to its new process and the result back.
+"""How `kvlab.testing.Submission.fresh_call` sends arguments to its new process and the result back.
 
 JSON, with bytes and numeric arrays tagged (base64 of their raw bytes) so that, for example, a chunk
 that module 6's `serialize_chunk` wrote in one process can be read in another. Tuples arrive as lists.

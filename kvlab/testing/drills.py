@@ -6,7 +6,7 @@ to replace: a workload run there in one call could be swapped for one that skips
 verdict rests on what the grader measures and checks, not on that code: the student's own
 constructor builds the queues (from blocks made beside it by `block_list`, one call instead of a
 round trip per block); `churn_problem` asks the student's own `remove` and `append` for CHUNK pairs
-at a time (`kvlab.probe.ask`, one round trip), times them with `student.cpu_seconds` (the CPU time
+at a time (`kvlab.testing.probe.ask`, one round trip), times them with `student.cpu_seconds` (the CPU time
 of every process involved, read by the grader) and reads `block_ids()` at the end, checking the
 order the pairs leave (and, for the long queue, timing it against the same read before the pairs). A submission that replaced `ask` or the blocks there gains nothing: pairs
 that were not done leave the wrong order, and whatever does them is timed.
@@ -55,7 +55,7 @@ def block_list(block_class: Any, n_blocks: int) -> BlockList:
 
 def _pairs(student: Any, queue: Any, blocks: list[Any]) -> None:
     """remove, then append, each block in turn, asked in one round trip: what the cost guards time."""
-    student.call("kvlab.probe:ask", [(queue, name, (block,)) for block in blocks for name in ("remove", "append")])
+    student.call("kvlab.testing.probe:ask", [(queue, name, (block,)) for block in blocks for name in ("remove", "append")])
 
 
 def churn_plan(n_blocks: int, n_ops: int, seed: int) -> tuple[list[int], list[int]]:
@@ -85,7 +85,7 @@ class _Queue:
 
 def _built(student: Any, n_blocks: int, n_ops: int, seed: int) -> _Queue:
     picks, expected = churn_plan(n_blocks, n_ops, seed)
-    blocks = student.call("kvlab.serving.drills:block_list", student.block_manager.KVBlock, n_blocks)
+    blocks = student.call("kvlab.testing.drills:block_list", student.block_manager.KVBlock, n_blocks)
     # Under cpu_seconds: the per-call time limit then bounds an O(n^2) construction in-process too.
     queue, _ = student.cpu_seconds(student.block_manager.FreeBlockQueue, blocks)
     # One round trip for the blocks the pairs move, outside the timed work (fetching them is not the queue's).

@@ -3,7 +3,7 @@
 The grader runs student code in another process, where every call is a round trip; a test that
 reads, say, the refcount of every block after every operation asks for them all at once.
 
-- `each` runs where the test runs (the grader's process): `student.call("kvlab.probe:each",
+- `each` runs where the test runs (the grader's process): `student.call("kvlab.testing.probe:each",
   pool.refcount, [(0,), (1,), ...])` is one call of the student's method per item, each checked
   as it comes.
 - `ask` runs in the student's process (the grader lists it among the sandbox's worker calls): one
@@ -11,7 +11,7 @@ reads, say, the refcount of every block after every operation asks for them all 
   own attributes, so what it returns is what the student's code answers; a submission that
   replaced it could answer nothing its methods could not. Calls made for their effect (a cost
   guard's remove and append) are checked by their effect afterwards, and timed by the grader
-  whatever runs them (kvlab.serving.drills).
+  whatever runs them (kvlab.testing.drills).
 - `play` runs where the test runs: a sequence of calls on one new student object (a cache's
   updates and advances) asked in one step with `ask`, and read back in order (`Replies`). When a
   step raises, the steps are made again on another new object, one at a time as the test reads
@@ -118,12 +118,16 @@ def play(student: Any, make: Callable[[], Any], steps: Sequence[Step]) -> Replie
     would only use the limit again): the test fails with the timeout. If it fails otherwise (a
     step raised, the answers held too much, or they are not one per step), the steps are made on a
     second `make()` one at a time as the test reads them, each its own call.
+
+    The time limit is recognised by its exception's class name, WorkerTimeout, not by the class:
+    that class is the grader's (autograder.harness.sandbox), which kvlab cannot import because
+    students get kvlab without the grader; a name is all a student's run and the grader share.
     """
     target = make()
     try:
-        answers = student.call("kvlab.probe:ask", [(target, name, args) for name, args in steps])
+        answers = student.call("kvlab.testing.probe:ask", [(target, name, args) for name, args in steps])
     except Exception as error:  # a student's exception, raised again when its step is read
-        if type(error).__name__ == "WorkerTimeout":  # the grader's per-call time limit
+        if type(error).__name__ == "WorkerTimeout":  # the grader's per-call time limit (see above)
             raise
         answers = None
     if type(answers) is list and len(answers) == len(steps):

@@ -1,18 +1,24 @@
 """The pytest plugin behind a student's `make test`: `pytest -p kvlab.testing --submission DIR`.
 
 It gives tests the `student` fixture (the submitted modules, imported in this process so a student
-sees real tracebacks), the `task(name, points=N)` marker, `--task` to run one task's tests, a
-table of the public tests' results by task (labelled as not the grade), and the comparison helpers
-whose messages say what differed, where, and why. The grader swaps in a sandboxed `student` fixture
-with the same behaviour (`autograder/harness/plugin.py`); tests never reach student code any other way.
+sees real tracebacks), the `task(name, points=N)` marker, `--task` to run one task's tests, and a
+table of the public tests' results by task (labelled as not the grade). The grader swaps in a
+sandboxed `student` fixture with the same behaviour (`autograder/harness/plugin.py`); tests never
+reach student code any other way.
+
+The package holds everything the tests need and students' own code never does, one job a module:
+`fixtures` (the plugin's parts that need pytest to import, loaded through `pytest_plugins`: this
+module imports no pytest, because the sandbox's worker imports `probe`, `drills` and `store_loan`,
+and so this package, with numpy as its only package), `compare` (comparison helpers that write the failure messages; the logit
+tolerances), `draws` (seeded draws for hidden checks), `probe` (many questions to student objects in
+one round trip), `drills` (the free queues module 6's cost guards churn), `store_loan` (a
+MemoryStore lent to the student's process) and `freshwire` (the tagged JSON of `fresh_call`).
 """
 from __future__ import annotations
 
 import importlib
 import json
 import os
-import random
-import secrets
 import subprocess
 import sys
 import tempfile
@@ -20,61 +26,15 @@ import time
 from collections import defaultdict
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
-import pytest
+from kvlab.testing import freshwire
 
-from kvlab import freshwire
+if TYPE_CHECKING:
+    import pytest
 
-# Float64 logits from a KV-cached decode and from the no-cache reference differ only by the order
-# of floating-point additions (the same dot products, blocked differently), about 1e-14 on the
-# course's models. Any real bug (a missing prompt, a wrong position, a stale key) moves logits by
-# 1e-3 or more. 1e-9 sits between the two with five orders of magnitude to spare on each side.
-LOGIT_ATOL = 1e-9
-# The same comparison in float32 (24-bit mantissa, ~1e-7 relative): summation-order differences on
-# logits of a few units reach ~1e-6, while real bugs still move them by 1e-3 or more.
-FLOAT32_LOGIT_ATOL = 1e-4
-
-
-def _draws() -> random.Random:
-    """Where the hidden checks' draws come from: the system's randomness in a real grading; a seeded
-    generator when the grader's own environment (never the student's process) sets
-    $KVLAB_GRADING_SEED, so that the repository's tests of the tests can grade one submission twice
-    (sandboxed, in-process) and compare."""
-    seed = os.environ.get("KVLAB_GRADING_SEED", "")
-    return random.Random(int(seed)) if seed.isdigit() else secrets.SystemRandom()
-
-
-_DRAWS = _draws()
-
-
-def restart_draws() -> None:
-    """Draw anew from the start (the grader calls it as a grading run begins): a process that grades
-    one submission after another, in both modes, then gives each run the same seeded draws."""
-    global _DRAWS
-    _DRAWS = _draws()
-
-
-# The draws of the test running now, for the staff's record (the grader's take_draws()).
-_DRAWN: list[int] = []
-
-
-def drawn(low: int, high: int) -> int:
-    """An int in low .. high drawn anew in every grading run, for hidden checks on fixed data (a real
-    trace, a real model): resubmitting cannot collect a table of expected values to answer from.
-    The grader records each test's draws in results.json (the test's extra_data, which Gradescope
-    shows the staff, not the student)."""
-    value = _DRAWS.randint(low, high)
-    _DRAWN.append(value)
-    return value
-
-
-def take_draws() -> list[int]:
-    """The values drawn since the last call, in order (the grader calls it as each test ends)."""
-    values = _DRAWN[:]
-    _DRAWN.clear()
-    return values
+# The fixtures and hook wrappers, which need pytest at import; pytest loads them with this plugin.
+pytest_plugins = ("kvlab.testing.fixtures",)
 
 
 class SubmissionError(Exception):
@@ -160,7 +120,7 @@ class Submission:
         For properties that must hold in every process (e.g. digests that must not depend on
         Python's per-process `hash()` seed, or bytes that another process must be able to read).
         Arguments and result travel as JSON (lists, ints, str, dicts), bytes and numeric arrays
-        included (`kvlab.freshwire`); the result is the last line the new process prints.
+        included (`kvlab.testing.freshwire`); the result is the last line the new process prints.
         """
         # The codec's own source first: the new process needs no import path to kvlab, and writes no
         # bytecode for it.
@@ -171,7 +131,7 @@ class Submission:
             f"result = getattr(importlib.import_module({module!r}), {function!r})(*args)\n"
             "print(json.dumps(to_json(result)))\n"
         )
-        library = Path(__file__).resolve().parent.parent
+        library = Path(__file__).resolve().parents[2]  # the folder holding kvlab/
         self._fresh_calls += 1  # a different hash seed for every fresh process
         # An empty home and environment, as in the grader: a new folder, only what Python needs.
         with tempfile.TemporaryDirectory(prefix="kvlab-fresh-") as home:
@@ -229,6 +189,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     keep = [item for item in items if task_of(item)[0] == task]
     if not keep:
         known = sorted({task_of(item)[0] for item in items})
+        import pytest  # only pytest calls this hook: it is loaded
+
         raise pytest.UsageError(f"no tests for task {task!r}; tasks: {', '.join(known)}")
     config.hook.pytest_deselected(items=[item for item in items if item not in keep])
     items[:] = keep
@@ -292,78 +254,3 @@ class PublicTally:
         terminalreporter.write_sep("=", "public tests (not your grade)")
         for line in self.lines():
             terminalreporter.write_line(line)
-
-
-# Why a failure message printed twice: with assertion rewriting (pytest's default, so a student's
-# `make test`), a failed `assert problem is None, problem` shows the message, then pytest's own
-# account of the expression, which is the message again: `assert '<message>' is None`. The grader
-# runs with --assert=plain and shows the message only. These two hooks make the public run read the
-# same: the account of `<str> is None` becomes a marker, and the marker's line is cut from the failure.
-_MESSAGE_ABOVE = "<kvlab: see the message above>"
-
-
-def pytest_assertrepr_compare(config: pytest.Config, op: str, left: Any, right: Any) -> list[str] | None:
-    if op == "is" and right is None and isinstance(left, str):
-        return [_MESSAGE_ABOVE]
-    return None
-
-
-@pytest.hookimpl(wrapper=True)
-def pytest_runtest_call(item: pytest.Item) -> Any:
-    """Cut the marker's line (and pytest's "where" lines under it) from a failed assertion's text."""
-    try:
-        return (yield)
-    except AssertionError as error:
-        text = error.args[0] if error.args and isinstance(error.args[0], str) else ""
-        cut = text.find(f"\nassert {_MESSAGE_ABOVE}")
-        if cut >= 0:
-            error.args = (text[:cut], *error.args[1:])
-        raise
-
-
-@pytest.fixture(scope="session")
-def _submission(pytestconfig: pytest.Config) -> Submission:
-    return Submission(Path(pytestconfig.getoption("--submission")))
-
-
-@pytest.fixture
-def student(_submission: Submission) -> Submission:
-    """The submitted modules: `student.kv_decode.greedy_decode(...)`."""
-    return _submission
-
-
-# Comparison helpers: each returns None when the values agree, else a message for the student.
-
-def how_off(got: Any, want: int) -> str | None:
-    """How an int `got` unequal to `want` is off ("too high" or "too low"); None if `got` is not an int.
-    Hidden checks on fixed scripts say this instead of the expected value, which would be a table to replay."""
-    if isinstance(got, (int, np.integer)) and not isinstance(got, bool):
-        return "too high" if got > want else "too low"
-    return None
-
-
-def shape_problem(name: str, actual: Any, expected_shape: Sequence[int]) -> str | None:
-    """Whether `actual` is an ndarray of `expected_shape` (message otherwise)."""
-    if not isinstance(actual, np.ndarray):
-        return f"{name} should be a numpy array of shape {tuple(expected_shape)}; got {type(actual).__name__}"
-    if actual.shape != tuple(expected_shape):
-        return f"{name} has shape {actual.shape}; expected {tuple(expected_shape)}"
-    return None
-
-
-def array_difference(name: str, actual: Any, expected: np.ndarray, atol: float = LOGIT_ATOL) -> str | None:
-    """Compare an array to the reference: shape first, then the largest difference and where."""
-    problem = shape_problem(name, actual, expected.shape)
-    if problem:
-        return problem
-    if not np.issubdtype(actual.dtype, np.number):
-        return f"{name} has dtype {actual.dtype}; expected a numeric array like {expected.dtype}"
-    if not np.all(np.isfinite(actual)):
-        where = tuple(int(i) for i in np.argwhere(~np.isfinite(actual))[0])
-        return f"{name} holds {actual[where]} at index {where}; expected {expected[where]:.6g}"
-    diff = np.abs(actual.astype(np.float64) - expected)
-    if diff.max() <= atol:
-        return None
-    where = tuple(int(i) for i in np.unravel_index(diff.argmax(), diff.shape))
-    return (f"{name} differs from the reference by up to {diff.max():.3g} (tolerance {atol:g}) at index "
-            f"{where}: got {actual[where]:.10g}, expected {expected[where]:.10g}")
