@@ -3,8 +3,8 @@
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
-# autograder.harness.assignment.discover: every folder of assignments/ holding an assignment.json.
-ASSIGNMENTS := $(shell $(PYTHON) -m autograder.harness.assignment)
+# autograder.assignment.discover: every folder of assignments/ holding an assignment.json.
+ASSIGNMENTS := $(shell $(PYTHON) -m autograder.assignment)
 A ?= $(firstword $(ASSIGNMENTS))
 SUB ?= solutions/$(A)
 OUT ?= dist/$(A)-results.json

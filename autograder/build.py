@@ -3,9 +3,10 @@
 Writes `dist/<id>-autograder.zip` (`make autograder A=<id>`). Its root is Gradescope's
 /autograder/source: `setup.sh` and `run_autograder` (from `autograder/gradescope/`, the assignment
 id and the fallback grader-fault result filled in), the pinned `requirements/`, and what grading
-needs: `kvlab/`, `autograder/__init__.py`, `autograder/harness/` (the sandbox included), the hidden
-tests `autograder/hidden/<id>/`, `assignments/<id>/assignment.json` with the public tests, and
-the Mooncake traces the assignment's "traces" lists, under `data/mooncake/` (read from
+needs: `kvlab/`, `autograder/__init__.py`, the assignment registry that reads assignment.json
+(`REGISTRY_FILES`), `autograder/harness/` (the sandbox included), the hidden tests
+`autograder/hidden/<id>/`, `assignments/<id>/assignment.json` with the public tests, and the
+Mooncake traces the assignment's "traces" lists, under `data/mooncake/` (read from
 `kvlab.trace.mooncake_dir()` at build time: they are data, never committed here; run_autograder
 points KVLAB_MOONCAKE_DIR at them). Nothing else: no solutions, no mutants, no repository tests.
 
@@ -24,10 +25,12 @@ import zipfile
 from collections.abc import Collection
 from pathlib import Path
 
-from autograder.harness.assignment import REPO_ROOT, Assignment, AssignmentError, discover, load_assignment
+from autograder.assignment import (
+    REGISTRY_FILES, REPO_ROOT, Assignment, AssignmentError, discover, load_assignment,
+)
 from autograder.harness.results import fault_results
+from autograder.mooncake_traces import missing_line
 from kvlab.trace import mooncake_dir
-from tools.traces import missing_line
 
 TEMPLATES = Path(__file__).resolve().parent / "gradescope"
 EXECUTABLES = ("setup.sh", "run_autograder")
@@ -35,8 +38,10 @@ EXECUTABLES = ("setup.sh", "run_autograder")
 ZIP_TIME = (1980, 1, 1, 0, 0, 0)
 
 
-def _tree(root: Path, folder: str) -> dict[str, bytes]:
-    """Every file under root/folder, by its path relative to root, minus caches and dot-files."""
+def files_under(root: Path, folder: str) -> dict[str, bytes]:
+    """Every file under root/folder, by its posix path relative to root, minus caches (`__pycache__`,
+    `.pyc`, a test run's `.pytest_cache` and `.hypothesis`) and other dot-files. Gradescope packages
+    and student bundles (tools/release.py) both copy folders with it."""
     files = {}
     for path in sorted((root / folder).rglob("*")):
         relative = path.relative_to(root)
@@ -84,12 +89,13 @@ def package_files(assignment: Assignment, root: Path = REPO_ROOT) -> dict[str, b
         # The image's setup.sh installs grader.txt, which includes the others but instructor.txt.
         **{name: data for path in sorted((root / "requirements").glob("*.txt")) if path.name != "instructor.txt"
            for name, data in _file(root, f"requirements/{path.name}").items()},
-        **_tree(root, "kvlab"),
+        **files_under(root, "kvlab"),
         **_file(root, "autograder/__init__.py"),
-        **_tree(root, "autograder/harness"),
-        **_tree(assignment.root, hidden),
+        **{name: data for registry_file in REGISTRY_FILES for name, data in _file(root, registry_file).items()},
+        **files_under(root, "autograder/harness"),
+        **files_under(assignment.root, hidden),
         **_file(assignment.root, f"assignments/{assignment.id}/assignment.json"),
-        **_tree(assignment.root, public),
+        **files_under(assignment.root, public),
         **_traces(assignment),
     }
     return dict(sorted(files.items()))
@@ -129,14 +135,21 @@ def build(assignment_id: str, out_dir: Path, root: Path = REPO_ROOT) -> Path:
     return target
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m autograder.build", description=__doc__.split("\n")[0])
-    parser.add_argument("assignments", nargs="*", metavar="ID", help="assignment ids (default: every assignment)")
-    parser.add_argument("--out", type=Path, default=REPO_ROOT / "dist", help="output folder (default: dist/)")
+def command_line(prog: str, doc: str, argv: list[str] | None, root: Path = REPO_ROOT) -> tuple[list[str], Path]:
+    """(assignment ids, output folder) from the command line the Gradescope package and the student
+    bundle (tools/release.py) share: `prog [ID ...] [--out DIR]`, every assignment and root/dist by default."""
+    parser = argparse.ArgumentParser(prog=prog, description=doc.split("\n")[0])
+    parser.add_argument("ids", nargs="*", metavar="ID", help="assignment ids (default: every assignment)")
+    parser.add_argument("--out", type=Path, default=root / "dist", help="output folder (default: dist/)")
     args = parser.parse_args(argv)
-    for assignment_id in args.assignments or discover(REPO_ROOT):
+    return args.ids or discover(root), args.out
+
+
+def main(argv: list[str] | None = None) -> int:
+    ids, out = command_line("python -m autograder.build", __doc__, argv)
+    for assignment_id in ids:
         try:
-            path = build(assignment_id, args.out)
+            path = build(assignment_id, out)
         except MissingTraces as error:
             # `make` goes on with the other assignments, and ends with this same line.
             print(f"{assignment_id}: package not built. {error}")

@@ -49,7 +49,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from autograder.harness.assignment import REPO_ROOT, Assignment, AssignmentError, load_assignment
+from autograder.assignment import REPO_ROOT, Assignment, AssignmentError, load_assignment
 from autograder.harness.results import CAPTURED_HEADING
 
 EXIT_USAGE = 2

@@ -29,8 +29,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from autograder.assignment import REPO_ROOT, AssignmentError, discover, load_assignment
 from autograder.build import build
-from autograder.harness.assignment import REPO_ROOT, AssignmentError, discover, load_assignment
 from autograder.harness.results import fault_results, write_json_atomically
 from kvlab.tables import format_table
 

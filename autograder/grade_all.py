@@ -20,9 +20,9 @@ from typing import Any
 
 from tqdm import tqdm
 
+from autograder.assignment import REPO_ROOT, Assignment, AssignmentError, load_assignment
 from autograder.build import build
 from autograder.grade import EXIT_USAGE, grade_submission
-from autograder.harness.assignment import REPO_ROOT, Assignment, AssignmentError, load_assignment
 
 
 def grade_one(package: Path, submission: Path, out_dir: Path) -> dict[str, Any]:

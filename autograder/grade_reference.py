@@ -14,9 +14,9 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from autograder.assignment import REPO_ROOT, AssignmentError, discover, load_assignment
 from autograder.build import MissingTraces, build
 from autograder.grade import EXIT_USAGE, grade_submission, report
-from autograder.harness.assignment import REPO_ROOT, AssignmentError, discover, load_assignment
 
 
 def full_marks_problem(results: dict[str, Any]) -> str | None:

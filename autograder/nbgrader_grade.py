@@ -49,10 +49,10 @@ from sqlalchemy.exc import SAWarning
 from tqdm import tqdm
 from traitlets.config.loader import PyFileConfigLoader
 
+from autograder.assignment import REPO_ROOT, Assignment, AssignmentError, load_assignment
 from autograder.build import build
 from autograder.grade import EXIT_USAGE
 from autograder.grade_all import grade_one, write_scores
-from autograder.harness.assignment import REPO_ROOT, Assignment, AssignmentError, load_assignment
 
 with warnings.catch_warnings():
     # nbgrader 0.9.5's gradebook models raise SQLAlchemy 2 deprecation warnings on import.

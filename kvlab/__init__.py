@@ -9,8 +9,9 @@ commands, store URLs, model fingerprints), `redis_server` (a Redis server for th
 `with`: the system's, or an embedded one), `kvstore_bench` (a KV connector's throughput against
 Redis) and the package `serving` (module 6's serving stack).
 Test support, which students' own code never needs: the package `testing` (the pytest plugin
-behind `make test`, comparison helpers, seeded draws, and the helpers the tests reach student
-objects with: `probe`, `drills`, `store_loan`, `freshwire`).
+behind `make test`, `surface` (what the `student` fixture offers, declared once), comparison
+helpers, seeded draws, and the helpers the tests reach student objects with: `probe`, `drills`,
+`store_loan`, `freshwire`).
 
 In the grader, student code runs in a sandboxed worker and tests hold its objects as proxies. Some
 of kvlab's functions then run in the trusted grading process on those proxies, with the grader's

@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from autograder import mutants
-from autograder.harness.assignment import Assignment, discover, load_assignment
+from autograder.assignment import Assignment, discover, load_assignment
 from autograder.harness.sandbox import identity
 from kvlab.trace import BLOCK, make_trace, mooncake_dir
 from tools import venv_python

@@ -1,6 +1,6 @@
 """Every assignment is complete, and `make new A=<id>` makes one that passes every repository check.
 
-An assignment is its folders (autograder.harness.assignment): discovery, validation and the parts a
+An assignment is its folders (autograder.assignment): discovery, validation and the parts a
 repository assignment needs. The scaffold test copies the repository (its git-listed files) to a
 temporary folder, runs `make new` there, then the instructor's path (starter, release, autograder,
 grade: full marks for the reference, zero for the starter) and the repository's own checks of the
@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from autograder.harness.assignment import AssignmentError, discover, load_assignment, parse_assignment
+from autograder.assignment import AssignmentError, discover, load_assignment, parse_assignment
 from suite_support import ASSIGNMENT_IDS, REPO
 
 NEW_ID = "scaffold99"
@@ -30,7 +30,7 @@ CHECK_FILES = ("tests/test_assignments.py", "tests/test_suites.py", "tests/test_
 
 def test_discovery_finds_the_assignments() -> None:
     assert ASSIGNMENT_IDS, "discover() found no assignment"
-    listed = subprocess.run([sys.executable, "-m", "autograder.harness.assignment"], cwd=REPO, capture_output=True,
+    listed = subprocess.run([sys.executable, "-m", "autograder.assignment"], cwd=REPO, capture_output=True,
                             text=True, check=True).stdout.split()
     assert listed == ASSIGNMENT_IDS == discover(REPO), (
         f"the Makefile's list {listed} and discover() {ASSIGNMENT_IDS} should agree")
@@ -104,7 +104,7 @@ def test_make_new_scaffolds_an_assignment_that_passes_every_check(tmp_path: Path
     # -o: this interpreter's environment stands in for .venv; make must not try to build one.
     made = run(root, "make", "--no-print-directory", "-o", ".venv/.installed", "new", f"A={NEW_ID}",
                f"PY={sys.executable}")
-    assert NEW_ID in run(root, sys.executable, "-m", "autograder.harness.assignment").stdout.split(), (
+    assert NEW_ID in run(root, sys.executable, "-m", "autograder.assignment").stdout.split(), (
         f"discover() does not see the new assignment:\n{made.stdout}")
     run(root, sys.executable, "-m", "tools.make_starter")
     run(root, sys.executable, "-m", "tools.release", NEW_ID)

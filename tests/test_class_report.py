@@ -27,7 +27,7 @@ from typing import Any
 import pytest
 
 from autograder import class_report
-from autograder.harness.assignment import REPO_ROOT, load_assignment
+from autograder.assignment import REPO_ROOT, load_assignment
 from autograder.mutants import apply, load
 
 ASSIGNMENT = "lecture02"

@@ -20,7 +20,7 @@ from types import ModuleType
 
 import pytest
 
-from autograder.harness.assignment import load_assignment
+from autograder.assignment import load_assignment
 from kvlab.demo import Student, load_module, not_implemented_message, submission_dir
 
 REPO = Path(__file__).resolve().parents[1]

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from autograder.harness.assignment import discover
+from autograder.assignment import discover
 
 ROOT = Path(__file__).resolve().parent.parent
 

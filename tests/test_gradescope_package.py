@@ -20,9 +20,9 @@ from typing import Any
 
 import pytest
 
+from autograder.assignment import REGISTRY_FILES, Assignment, load_assignment
 from autograder.build import build
 from autograder.grade import unpack
-from autograder.harness.assignment import Assignment, load_assignment
 from autograder.harness.results import FAULT_MESSAGE, validate
 from suite_support import ASSIGNMENT_IDS, stand_in_traces
 
@@ -56,7 +56,7 @@ def repo_files(folder: str) -> set[str]:
 def test_zip_holds_exactly_the_grading_files(assignment: Assignment, package: Path) -> None:
     expected = {
         *SCRIPTS, *(f"requirements/{path.name}" for path in (REPO / "requirements").glob("*.txt") if path.name != "instructor.txt"),
-        "autograder/__init__.py",
+        "autograder/__init__.py", *REGISTRY_FILES,
         f"assignments/{assignment.id}/assignment.json",
         *repo_files("kvlab"), *repo_files("autograder/harness"), *repo_files(f"autograder/hidden/{assignment.id}"),
         *repo_files(f"assignments/{assignment.id}/tests"), *(f"data/mooncake/{name}" for name in assignment.traces),

@@ -23,7 +23,8 @@ import numpy as np
 import pytest
 
 from autograder.grade_reference import full_marks_problem
-from autograder.harness.plugin import InProcessBackend, submitted_file_problem
+from autograder.harness.backends import InProcessBackend
+from autograder.harness.plugin import submitted_file_problem
 from autograder.harness.results import FAULT_MESSAGE, validate
 
 REPO = Path(__file__).resolve().parent.parent

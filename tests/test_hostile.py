@@ -1008,7 +1008,7 @@ def test_leak_check_sees_hidden_and_solution_text() -> None:
 
 
 def test_limit_overrides_can_only_lower(monkeypatch: pytest.MonkeyPatch) -> None:
-    from autograder.harness.plugin import GraderFault
+    from autograder.harness.backends import GraderFault
     from autograder.harness.run import CALL_TIMEOUT_ENV, lowered_by_env
 
     monkeypatch.delenv(CALL_TIMEOUT_ENV, raising=False)

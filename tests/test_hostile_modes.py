@@ -24,8 +24,8 @@ from typing import Any
 
 import pytest
 
+from autograder.assignment import load_assignment
 from autograder.build import build
-from autograder.harness.assignment import load_assignment
 from autograder.harness.results import validate
 from autograder.harness.sandbox import identity
 from suite_support import ASSIGNMENT_IDS

@@ -35,7 +35,7 @@ from pathlib import Path
 
 import pytest
 
-from autograder.harness.assignment import load_assignment
+from autograder.assignment import load_assignment
 from tools import release
 
 REPO = Path(__file__).resolve().parents[1]

@@ -10,7 +10,7 @@ from types import ModuleType
 
 import pytest
 
-from autograder.harness.assignment import load_assignment
+from autograder.assignment import load_assignment
 from suite_support import REPO
 
 LECTURE07 = load_assignment("lecture07", REPO)

@@ -25,7 +25,7 @@ import sysconfig
 import numpy as np
 import pytest
 
-from autograder.harness.assignment import load_assignment
+from autograder.assignment import load_assignment
 from autograder.harness.sandbox import staging
 from autograder.harness.sandbox.sandbox import WORKER_DISTRIBUTIONS
 from suite_support import folder_others_may_enter

@@ -15,7 +15,7 @@ from typing import NamedTuple
 
 import pytest
 
-from autograder.harness.assignment import Assignment, load_assignment
+from autograder.assignment import Assignment, load_assignment
 from suite_support import ASSIGNMENT_IDS, assert_all_not_implemented, listing, read_junit
 from tools import release
 

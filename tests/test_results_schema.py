@@ -15,8 +15,8 @@ from typing import Any
 import jsonschema
 import pytest
 
+from autograder.assignment import load_assignment
 from autograder.build import run_autograder_script
-from autograder.harness.assignment import load_assignment
 from autograder.harness.results import (
     FAULT_MESSAGE,
     MAX_CAPTURED_CHARS,

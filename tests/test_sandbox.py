@@ -31,8 +31,8 @@ from autograder.harness.sandbox import (
     WorkerDied,
     WorkerTimeout,
 )
+from autograder.harness.backends import SandboxBackend
 from autograder.harness.course import COURSE
-from autograder.harness.plugin import SandboxBackend
 from autograder.harness.sandbox import isolation, kept, process, wire, wireformat
 from autograder.harness.sandbox.errors import explain_exit
 from suite_support import bubblewrapped, readable_python

@@ -18,7 +18,7 @@ from typing import NamedTuple
 
 import pytest
 
-from autograder.harness.assignment import Task, load_assignment
+from autograder.assignment import Task, load_assignment
 from suite_support import ASSIGNMENT_IDS
 from tools import make_starter
 

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from autograder.harness.assignment import discover, load_assignment
+from autograder.assignment import discover, load_assignment
 from suite_support import stand_in_traces
 
 REPO = Path(__file__).resolve().parent.parent

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from autograder.mooncake_traces import COMMIT, missing_line
 from tools import traces
 
 FAKE = b'{"timestamp": 0, "input_length": 600, "output_length": 5, "hash_ids": [0, 1]}\n'
@@ -85,8 +86,8 @@ def test_no_copy_and_no_network_ends_with_the_line_and_exit_0(tmp_path: Path, mo
     status = traces.main(["--dest", str(tmp_path / "data"), "--url-base", "http://127.0.0.1:9/"])
     out = capsys.readouterr().out.strip().split("\n")
     assert status == 0, f"without a copy or the network, make should go on: exit {status}"
-    assert out[-1] == traces.missing_line(sorted(traces.SHA256)), f"the last line should name `make traces`: {out}"
-    for words in ("make traces", "github.com/kvcache-ai/Mooncake", "FAST25-release/traces/", traces.COMMIT[:9]):
+    assert out[-1] == missing_line(sorted(traces.SHA256)), f"the last line should name `make traces`: {out}"
+    for words in ("make traces", "github.com/kvcache-ai/Mooncake", "FAST25-release/traces/", COMMIT[:9]):
         assert words in out[-1], f"the line should say {words!r}: {out[-1]}"
 
 

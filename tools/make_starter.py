@@ -6,7 +6,7 @@ notebook, so the starter is exactly what nbgrader would release: every `BEGIN SO
 indentation. Each of those raise lines is then rewritten to name its function and task,
 `raise NotImplementedError("KVCache.update (task kv_cache)")`, so a student's failing test says which
 task is still open. Tasks come from the "functions" list of each task in
-`assignments/<id>/assignment.json` (read by autograder.harness.assignment): a stub belongs to the
+`assignments/<id>/assignment.json` (read by autograder.assignment): a stub belongs to the
 task listing its function, method or enclosing class.
 
     python -m tools.make_starter [ID ...] [--out DIR]     (default: every assignment)
@@ -24,7 +24,7 @@ from pathlib import Path
 
 import nbformat
 
-from autograder.harness.assignment import AssignmentError, Task, discover, load_assignment
+from autograder.assignment import AssignmentError, Task, discover, load_assignment
 
 with warnings.catch_warnings():
     # nbgrader 0.9.5's gradebook models raise SQLAlchemy 2 deprecation warnings when its package is

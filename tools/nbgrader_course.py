@@ -35,7 +35,7 @@ from pathlib import Path
 
 import nbformat
 
-from autograder.harness.assignment import Assignment, AssignmentError, discover, load_assignment
+from autograder.assignment import Assignment, AssignmentError, discover, load_assignment
 from tools import make_starter, release
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -8,7 +8,7 @@ assignment. The result is a one-task example (`mean`) with each part an assignme
 solution with solution markers, the generated starter, assignment.json, a handout, a public and a
 hidden test, a bug catalog with one mutant, and a demo. It passes every repository check as it is;
 no other file of the repository needs an edit (every tool finds assignments with
-autograder.harness.assignment.discover). Replace the example with the assignment's content.
+autograder.assignment.discover). Replace the example with the assignment's content.
 """
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ import keyword
 import sys
 from pathlib import Path
 
-from autograder.harness.assignment import discover
+from autograder.assignment import discover
 from tools import make_starter
 
 ROOT = Path(__file__).resolve().parent.parent

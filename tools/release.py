@@ -21,20 +21,17 @@ the list above only, and the build fails if any line of a solution region turns 
 """
 from __future__ import annotations
 
-import argparse
 import re
 import shutil
 import sys
 from pathlib import Path
 
-from autograder.build import zip_bytes
-from autograder.harness.assignment import Assignment, AssignmentError, discover, load_assignment
+from autograder.assignment import Assignment, AssignmentError, load_assignment
+from autograder.build import command_line, files_under, zip_bytes
 from tools import make_starter
 
 ROOT = Path(__file__).resolve().parent.parent
 TEMPLATES = Path(__file__).resolve().parent / "student_files"
-# Made by running the public tests inside the repository; never part of the tests themselves.
-CACHE_NAMES = {"__pycache__", ".pytest_cache", ".hypothesis"}
 # Solution lines shorter than this are too generic to flag: the given reference `generate` in
 # kvlab/model.py shares lines such as `return tokens, step_logits` (26 characters) with the answer.
 MIN_LEAK_LINE = 30
@@ -72,11 +69,7 @@ def _starter_files(assignment_id: str, assignment: Assignment, root: Path) -> di
 
 def _public_tests(assignment: Assignment) -> dict[str, bytes]:
     folder = assignment.public_tests
-    files = {
-        f"tests/{path.relative_to(folder).as_posix()}": path.read_bytes()
-        for path in sorted(folder.rglob("*"))
-        if path.is_file() and path.suffix != ".pyc" and not CACHE_NAMES & set(path.relative_to(folder).parts)
-    }
+    files = files_under(folder.parent, folder.name)  # named tests/..., as in the bundle
     if not any(Path(name).name.startswith("test_") for name in files):
         raise ReleaseError(f"{folder} holds no test_*.py: a bundle without public tests cannot check anything")
     return files
@@ -128,13 +121,6 @@ def _requirements(root: Path) -> bytes:
     return ("\n".join(lines) + "\n").encode()
 
 
-def _library_files(root: Path) -> dict[str, bytes]:
-    """Every file of the course library kvlab/ (subpackages and their data included), caches aside."""
-    return {f"kvlab/{path.relative_to(root / 'kvlab').as_posix()}": path.read_bytes()
-            for path in sorted((root / "kvlab").rglob("*"))
-            if path.is_file() and path.suffix != ".pyc" and "__pycache__" not in path.parts}
-
-
 def solution_lines(assignment_id: str, root: Path = ROOT) -> set[str]:
     """Stripped lines of the solution regions, at least MIN_LEAK_LINE characters long."""
     lines = set()
@@ -158,7 +144,8 @@ def bundle_contents(assignment_id: str, root: Path = ROOT) -> dict[str, bytes]:
         raise ReleaseError(f"{handout} is missing: every bundle carries the assignment's handout")
     files = {
         **_starter_files(assignment_id, assignment, root),
-        **_library_files(root),
+        # The course library, subpackages and their data included.
+        **files_under(root, "kvlab"),
         **_public_tests(assignment),
         **_data_files(assignment),
         "README.md": handout.read_bytes(),
@@ -191,13 +178,10 @@ def write_bundle(assignment_id: str, out: Path, root: Path = ROOT) -> tuple[Path
 
 def main(argv: list[str] | None = None) -> int:
     """Command line: build each named bundle, print where it went, exit 1 with the reason on error."""
-    parser = argparse.ArgumentParser(prog="python -m tools.release", description=__doc__.split("\n")[0])
-    parser.add_argument("ids", nargs="*", help="assignments to bundle (default: every assignment)")
-    parser.add_argument("--out", type=Path, default=ROOT / "dist", help="output folder (default: dist/)")
-    args = parser.parse_args(argv)
-    for assignment_id in args.ids or discover(ROOT):
+    ids, out = command_line("python -m tools.release", __doc__, argv, ROOT)
+    for assignment_id in ids:
         try:
-            folder, archive = write_bundle(assignment_id, args.out)
+            folder, archive = write_bundle(assignment_id, out)
         except ReleaseError as error:
             print(f"release: error: {error}", file=sys.stderr)
             return 1

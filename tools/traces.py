@@ -29,13 +29,12 @@ import urllib.request
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from autograder.mooncake_traces import COMMIT, FOLDER, REPOSITORY, missing_line
+
 ROOT = Path(__file__).resolve().parent.parent
 DEST = ROOT / "data" / "mooncake"
 # The workspace's copy, beside the clone (read-only there).
 SHARED_COPY = ROOT.parent / "shared" / "data" / "mooncake"
-REPOSITORY = "kvcache-ai/Mooncake"
-COMMIT = "3cca71daccf2a7afb8fe3f0295358f70e3a69fdb"
-FOLDER = "FAST25-release/traces"
 URL_BASE = f"https://raw.githubusercontent.com/{REPOSITORY}/{COMMIT}/{FOLDER}/"
 SHA256 = {
     "conversation_trace.jsonl": "b8cbb061a85206d729d91cdc2981f43c9e0d99209dce588d3af5f7934408b9df",
@@ -50,13 +49,6 @@ class TraceMismatch(Exception):
 
 class TraceUnavailable(Exception):
     """A file is in no local copy and could not be downloaded."""
-
-
-def missing_line(names: Sequence[str]) -> str:
-    """The one line `make` ends with when traces are missing (also printed by the package build)."""
-    return (f"Mooncake trace(s) {', '.join(names)} not installed: run `make traces` (copies them from "
-            f"$KVLAB_MOONCAKE_DIR or ../shared/data/mooncake, else downloads them from github.com/{REPOSITORY} "
-            f"{FOLDER}/ at commit {COMMIT[:9]}, SHA-256 checked).")
 
 
 def sha256_of(path: Path) -> str:

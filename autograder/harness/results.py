@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from autograder.harness.assignment import Assignment
+from autograder.assignment import Assignment
 
 SCHEMA_PATH = Path(__file__).with_name("results_schema.json")
 
@@ -166,7 +166,7 @@ def load_schema() -> dict[str, Any]:
 def validate(results: dict[str, Any]) -> None:
     """Raise jsonschema.ValidationError unless `results` matches results_schema.json."""
     # Imported here: processes that only read or copy results (local grading) skip its import.
-    from autograder.harness.schema import jsonschema
+    from autograder.schema import jsonschema
 
     jsonschema().Draft202012Validator(load_schema()).validate(results)
 

@@ -28,9 +28,9 @@ results say the isolation is reduced); the repository's tests grade that way too
 
 Whenever the student's process shares the grader's identity (no unprivileged user: a grader that
 is not root), it could write the grader's own files. The runner then cannot prevent that, but it
-detects it: the course library (the trusted copy and the worker's), the harness, the assignment's
-tests and, in that case, the interpreter's libraries are fingerprinted before the first test and
-after the worker is gone, and any change is a grader fault (never a score).
+detects it: the course library (the trusted copy and the worker's), the harness and the assignment
+registry, the assignment's tests and, in that case, the interpreter's libraries are fingerprinted
+before the first test and after the worker is gone, and any change is a grader fault (never a score).
 
 The results file is written exactly once, atomically, at the end, and always: when anything goes
 wrong on the grader's side (a hidden test that does not import, points that do not add up, a bug
@@ -60,15 +60,10 @@ import pytest
 
 import autograder.harness.sandbox as sandbox_package
 import kvlab
-from autograder.harness.assignment import REPO_ROOT, Assignment, load_assignment
+from autograder.assignment import REGISTRY_FILES, REPO_ROOT, Assignment, load_assignment
+from autograder.harness.backends import Backend, GraderFault, InProcessBackend, SandboxBackend
 from autograder.harness.course import COURSE
-from autograder.harness.plugin import (
-    Backend,
-    GraderFault,
-    Grading,
-    InProcessBackend,
-    SandboxBackend,
-)
+from autograder.harness.plugin import Grading
 from autograder.harness.results import fault_results, graded_results, write_results
 from autograder.harness.sandbox import Limits, Sandbox
 
@@ -243,6 +238,7 @@ def watched_paths(assignment: Assignment, backend: Backend) -> tuple[list[Path],
     library, where it makes one, can only change what that process itself imports.)"""
     content = [Path(kvlab.__file__).resolve().parent, Path(sandbox_package.__file__).resolve().parent.parent,
                assignment.directory, assignment.hidden_tests]
+    content += [REPO_ROOT / name for name in REGISTRY_FILES]
     content += [assignment.root / name for name in ("run_autograder", "setup.sh")]
     metadata: list[Path] = []
     sandbox = getattr(backend, "sandbox", None)

@@ -9,8 +9,9 @@ reach student code any other way.
 The package holds everything the tests need and students' own code never does, one job a module:
 `fixtures` (the plugin's parts that need pytest to import, loaded through `pytest_plugins`: this
 module imports no pytest, because the sandbox's worker imports `probe`, `drills` and `store_loan`,
-and so this package, with numpy as its only package), `compare` (comparison helpers that write the failure messages; the logit
-tolerances), `draws` (seeded draws for hidden checks), `probe` (many questions to student objects in
+and so this package, with numpy as its only package), `surface` (what both `student` fixtures
+offer, each call's contract stated once), `compare` (comparison helpers that write the failure
+messages; the logit tolerances), `draws` (seeded draws for hidden checks), `probe` (many questions to student objects in
 one round trip), `drills` (the free queues module 6's cost guards churn), `store_loan` (a
 MemoryStore lent to the student's process) and `freshwire` (the tagged JSON of `fresh_call`).
 """
@@ -29,6 +30,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from kvlab.testing import freshwire
+from kvlab.testing.surface import StudentSurface
 
 if TYPE_CHECKING:
     import pytest
@@ -41,8 +43,9 @@ class SubmissionError(Exception):
     """A submitted file is missing, misnamed or cannot be imported."""
 
 
-class Submission:
-    """The student's files in `directory`: `submission.kv_decode` is the module kv_decode.py."""
+class Submission(StudentSurface):
+    """The student's files in `directory`, imported into this process: `submission.kv_decode` is the
+    module kv_decode.py. Each call's contract is `StudentSurface`'s (kvlab/testing/surface.py)."""
 
     def __init__(self, directory: Path) -> None:
         self.directory = Path(directory).resolve()
@@ -76,52 +79,24 @@ class Submission:
             raise SubmissionError(f"{name}.py could not be imported: {type(error).__name__}: {error}") from error
 
     def call(self, qualname: str, *args: Any, **kwargs: Any) -> Any:
-        """Run the course-library function "package.module:function" beside the student's code."""
         module, _, function = qualname.partition(":")
         return getattr(importlib.import_module(module), function)(*args, **kwargs)
 
     def cpu_seconds(self, function: Any, *args: Any, **kwargs: Any) -> tuple[Any, float]:
-        """(function(*args, **kwargs), the CPU seconds the call took).
-
-        For cost guards that must not depend on the machine's load (another job on the machine
-        stretches wall-clock time, not CPU time). Here it is this process's `time.process_time()`;
-        the grader adds up the CPU time of every process the call runs in (the student's worker,
-        read from outside it, and its own), so work hidden anywhere is counted.
-        """
+        # Every process the call runs in is this one.
         started = time.process_time()
         result = function(*args, **kwargs)
         return result, time.process_time() - started
 
     def cpu_seconds_local(self, function: Any, *args: Any, **kwargs: Any) -> tuple[Any, float]:
-        """cpu_seconds, with the course library's model run in the student's process too.
-
-        The same here, where everything runs in one process. In the grader, `kvlab.model.forward`
-        called by student code normally runs in the grader's process (what it computes and counts
-        is the grader's); inside this call it runs in the student's process, as that process's copy,
-        and counts nothing the grader trusts. For cost guards that then check the call's results
-        against the reference: the work stays in one process, timed whole.
-        """
-        return self.cpu_seconds(function, *args, **kwargs)
+        return self.cpu_seconds(function, *args, **kwargs)  # the model runs in this process anyway
 
     def run_local(self, function: Any, *args: Any, **kwargs: Any) -> Any:
-        """function(*args, **kwargs), with the course library's model run in the student's process.
-
-        The same as calling it here, where everything runs in one process. In the grader the
-        forward calls of student code then stay in the student's process, as that process's copy
-        (counted nowhere, trusted for nothing), instead of crossing to the grader's process once
-        per call with the cache's keys and values. For tests that judge only the call's results,
-        against reference values computed by the test.
-        """
-        return function(*args, **kwargs)
+        return function(*args, **kwargs)  # the model runs in this process anyway
 
     def fresh_call(self, module: str, function: str, *args: Any) -> Any:
-        """`<module>.<function>(*args)` in a new Python process with another hash seed.
-
-        For properties that must hold in every process (e.g. digests that must not depend on
-        Python's per-process `hash()` seed, or bytes that another process must be able to read).
-        Arguments and result travel as JSON (lists, ints, str, dicts), bytes and numeric arrays
-        included (`kvlab.testing.freshwire`); the result is the last line the new process prints.
-        """
+        """A new Python process: arguments and result travel as JSON (`kvlab.testing.freshwire`: bytes and
+        numeric arrays included); the result is the last line the new process prints."""
         # The codec's own source first: the new process needs no import path to kvlab, and writes no
         # bytecode for it.
         program = (

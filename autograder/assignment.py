@@ -15,7 +15,7 @@ holds only the grading parts; `missing_parts` lists what a complete repository a
 Every consumer (the Makefile, tools/, the runner, the Gradescope package, local grading, the
 repository's tests) finds assignments with `discover` and reads them with `load_assignment`.
 
-    python -m autograder.harness.assignment     # the assignment ids, one per line (the Makefile's list)
+    python -m autograder.assignment     # the assignment ids, one per line (the Makefile's list)
 """
 from __future__ import annotations
 
@@ -26,9 +26,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-# The repository (or the unpacked Gradescope source folder): autograder/harness/assignment.py.
-REPO_ROOT = Path(__file__).resolve().parents[2]
+# The repository (or the unpacked Gradescope source folder): autograder/assignment.py.
+REPO_ROOT = Path(__file__).resolve().parents[1]
 SCHEMA_PATH = Path(__file__).resolve().parent / "assignment_schema.json"
+# The registry's own files, relative to REPO_ROOT: the Gradescope package carries them beside the
+# harness (autograder/build.py), and a grading watches them as it watches the harness (run.py).
+REGISTRY_FILES = ("autograder/assignment.py", "autograder/assignment_schema.json", "autograder/schema.py")
 
 class AssignmentError(ValueError):
     """assignment.json is missing, unknown or malformed."""
@@ -162,8 +165,8 @@ def load_schema() -> dict[str, Any]:
 
 def parse_assignment(data: Any, root: Path, where: str = "assignment.json") -> Assignment:
     """Validate the parsed JSON `data` and build an Assignment whose parts live under `root`."""
-    # Imported here: `python -m autograder.harness.assignment` (the Makefile's list) runs on any python3.
-    from autograder.harness import schema
+    # Imported here: `python -m autograder.assignment` (the Makefile's list) runs on any python3.
+    from autograder import schema
 
     jsonschema = schema.jsonschema()
 

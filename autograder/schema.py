@@ -1,4 +1,5 @@
-"""jsonschema for the harness's two schemas (assignment_schema.json, results_schema.json).
+"""jsonschema for the two schemas: assignment_schema.json (beside this file) and the harness's
+results_schema.json.
 
 Importing jsonschema imports its optional format checkers, each only where its package is
 installed. In the instructor venv (nbgrader's jupyter_events asks for jsonschema's format extras)
