@@ -99,13 +99,13 @@ VALUE_KINDS = {"wrong-tag", "wrong-type", "huge", "reference", "stale-reference"
 
 
 def _frame(header: dict[str, Any], blobs: list[bytes]) -> bytes:
-    from autograder.harness.sandbox.wireformat import frame
+    from autograder.harness.sandbox.worker.protocol import frame
 
     cut = header.pop("cut", False)
     data = b"".join(bytes(part) for part in frame(header, blobs))
     if not cut:
         return data
-    from autograder.harness.sandbox.wireformat import HEADER
+    from autograder.harness.sandbox.worker.protocol import HEADER
 
     json_length, blob_length = HEADER.unpack_from(data)
     text = data[HEADER.size:HEADER.size + json_length // 2]
@@ -148,12 +148,12 @@ class Mangler:
         return chosen
 
     def install(self) -> None:
-        from autograder.harness.sandbox import exchange, wire
+        from autograder.harness.sandbox import codec, exchange
 
         mangler = self
-        original_exchange = exchange.Exchange._exchange
+        original_round_trip = exchange.Exchange.round_trip
 
-        class MangledReader(wire.Reader):
+        class MangledReader(codec.Reader):
             def message(self) -> tuple[dict[str, Any], list[memoryview]]:
                 header, blobs = super().message()
                 if not mangler.choose(header):
@@ -161,7 +161,7 @@ class Mangler:
                 kind = mangler.done[-1][2]
                 header, raw = KINDS[kind](dict(header), [bytes(b) for b in blobs], mangler.reference)
                 data = _frame(header, raw)
-                reader = wire.Reader()
+                reader = codec.Reader()
                 while reader.wanted() and data:
                     chunk, data = data[:reader.wanted()], data[reader.wanted():]
                     reader.feed(chunk)
@@ -170,12 +170,12 @@ class Mangler:
         def tracked(self: Any, header: dict[str, Any], *args: Any, **kwargs: Any) -> Any:
             mangler.ops.append(str(header.get("op", "start-up")))
             try:
-                return original_exchange(self, header, *args, **kwargs)
+                return original_round_trip(self, header, *args, **kwargs)
             finally:
                 mangler.ops.pop()
 
         exchange.Reader = MangledReader  # type: ignore[misc]
-        exchange.Exchange._exchange = tracked  # type: ignore[method-assign]
+        exchange.Exchange.round_trip = tracked  # type: ignore[method-assign]
 
 
 def main(argv: list[str]) -> int:
@@ -340,7 +340,7 @@ def readable_problem(output: str) -> str | None:
     """Why a failed test's output is not a readable message about the student's code, or None."""
     if not output.strip():
         return "the output is empty"
-    for internal in ("autograder/harness", "worker.py", "wireformat.py", "the grader raised"):
+    for internal in ("autograder/harness", "worker/main.py", "worker/protocol.py", "the grader raised"):
         if internal in output:
             return f"the output shows the grader's internals ({internal!r})"
     return None
@@ -414,7 +414,8 @@ def test_each_operation_fails_only_the_test_that_asked(
 
 def worker_operations() -> set[str]:
     """The keys of the worker's `self.ops` table (read from its source: the worker is never imported here)."""
-    tree = ast.parse((REPO / "autograder" / "harness" / "sandbox" / "worker.py").read_text(encoding="utf-8"))
+    main = REPO / "autograder" / "harness" / "sandbox" / "worker" / "main.py"
+    tree = ast.parse(main.read_text(encoding="utf-8"))
     return {key.value for node in ast.walk(tree) if isinstance(node, ast.Assign)
             and any(isinstance(t, ast.Attribute) and t.attr == "ops" for t in node.targets)
             and isinstance(node.value, ast.Dict)

@@ -21,7 +21,8 @@ import pytest
 
 from autograder.harness import course
 from autograder.harness.course import COURSE, bounded_forward
-from autograder.harness.sandbox import Limits, ProtocolError, Sandbox, TooBig, kept, wire, wireformat
+from autograder.harness.sandbox import Limits, ProtocolError, Sandbox, TooBig, codec, kept
+from autograder.harness.sandbox.worker import protocol
 from kvlab.model import TINY, config_like, init_params
 
 REPO = Path(__file__).resolve().parent.parent
@@ -48,15 +49,17 @@ def sandbox(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sandbox]:
 
 def test_arrays_held_at_once_are_bounded(sandbox: Sandbox) -> None:
     sandbox.reset()
-    sandbox.holding = kept.Holding(array_bytes=10 << 20)
+    sandbox.objects.holding = kept.Holding(array_bytes=10 << 20)
     heavy = sandbox.module("heavy")
     held = [heavy.floats(3), heavy.floats(3), heavy.floats(3)]
     with pytest.raises(TooBig, match="the grader keeps at once"):
         heavy.floats(3)
-    assert sandbox.holding.live <= 10 << 20, f"{sandbox.holding.live} bytes counted as held, above the bound"
+    live = sandbox.objects.holding.live
+    assert live <= 10 << 20, f"{live} bytes counted as held, above the bound"
     del held
     gc.collect()
-    assert sandbox.holding.live == 0, f"{sandbox.holding.live} bytes still counted once every array is gone"
+    live = sandbox.objects.holding.live
+    assert live == 0, f"{live} bytes still counted once every array is gone"
     again = heavy.floats(3)
     assert again.nbytes == 3 << 20, "a reply fits again once the earlier ones are released"
 
@@ -81,15 +84,16 @@ def no_automatic_collection() -> Iterator[None]:
 
 def test_garbage_does_not_count_as_held(sandbox: Sandbox, no_automatic_collection: None) -> None:
     sandbox.reset()
-    sandbox.holding = kept.Holding(array_bytes=10 << 20)
+    sandbox.objects.holding = kept.Holding(array_bytes=10 << 20)
     heavy = sandbox.module("heavy")
     for number in range(6):  # 18 MB of replies, each left in a cycle: garbage, never held at once
         Cycle(heavy.floats(3))
-        assert sandbox.holding.live <= 10 << 20, f"reply {number}: {sandbox.holding.live} bytes counted as held"
+        live = sandbox.objects.holding.live
+        assert live <= 10 << 20, f"reply {number}: {live} bytes counted as held"
     held = heavy.floats(3)
     gc.collect()
-    assert held.nbytes == 3 << 20 and sandbox.holding.live == 3 << 20, (
-        f"{sandbox.holding.live} bytes counted as held once the garbage is gone; 3 MB are")
+    assert held.nbytes == 3 << 20 and sandbox.objects.holding.live == 3 << 20, (
+        f"{sandbox.objects.holding.live} bytes counted as held once the garbage is gone; 3 MB are")
 
 
 @pytest.mark.parametrize(("megabytes", "collected"), [(kept.GARBAGE_GROWTH_BYTES * 3 // 2 >> 20, True), (1, False)])
@@ -124,7 +128,7 @@ def test_a_large_array_frees_the_garbage_before_it_is_taken(no_automatic_collect
 
 def test_plain_values_of_one_test_are_bounded(sandbox: Sandbox) -> None:
     sandbox.reset()
-    sandbox.holding = kept.Holding(plain_items=10_000)
+    sandbox.objects.holding = kept.Holding(plain_items=10_000)
     heavy = sandbox.module("heavy")
     assert len(heavy.ints(6_000)) == 6_000, "the first list is within the bound"
     with pytest.raises(TooBig, match="more than the grader keeps for one test"):
@@ -135,11 +139,11 @@ def test_plain_values_of_one_test_are_bounded(sandbox: Sandbox) -> None:
 
 def test_refusals_are_the_students_failures_and_the_worker_lives_on(sandbox: Sandbox) -> None:
     sandbox.reset()
-    sandbox.holding = kept.Holding(array_bytes=1 << 20)
+    sandbox.objects.holding = kept.Holding(array_bytes=1 << 20)
     heavy = sandbox.module("heavy")
     with pytest.raises(TooBig):
         heavy.floats(2)
-    sandbox.holding = kept.Holding()
+    sandbox.objects.holding = kept.Holding()
     assert heavy.ints(3) == [0, 1, 2], "the same worker answers the next request"
 
 
@@ -168,10 +172,10 @@ def test_forward_sizes_tests_use_still_run(batch: int, positions: int) -> None:
 
 
 def test_plain_data_beyond_the_json_cap_is_refused_before_it_is_read() -> None:
-    reader = wire.Reader()
+    reader = codec.Reader()
     with pytest.raises(ProtocolError, match="MB of plain data"):
-        reader.feed(wireformat.HEADER.pack(wireformat.MAX_JSON_BYTES + 1, 0))
-    assert len(reader.buffer) == wireformat.HEADER.size, "nothing beyond the fixed header was kept"
+        reader.feed(protocol.HEADER.pack(protocol.MAX_JSON_BYTES + 1, 0))
+    assert len(reader.buffer) == protocol.HEADER.size, "nothing beyond the fixed header was kept"
 
 
 def test_one_reply_fits_beside_the_held_arrays_in_the_grader() -> None:
@@ -180,7 +184,7 @@ def test_one_reply_fits_beside_the_held_arrays_in_the_grader() -> None:
     parsed JSON of a reply (up to ~25 times its size), with the grader's own ~200 MB (numpy, pytest,
     a Mooncake trace) inside Gradescope's 768 MB, leaving the worker room to be the one killed."""
     grader_own = 200 << 20
-    held = (2 * wireformat.MAX_MESSAGE_BYTES + kept.HELD_ARRAY_BYTES + 4 * 8 * course.MAX_FORWARD_FLOATS
-            + 25 * wireformat.MAX_JSON_BYTES)
+    held = (2 * protocol.MAX_MESSAGE_BYTES + kept.HELD_ARRAY_BYTES + 4 * 8 * course.MAX_FORWARD_FLOATS
+            + 25 * protocol.MAX_JSON_BYTES)
     assert grader_own + held <= 768 << 20, f"the bounds add up to {(grader_own + held) >> 20} MB"
 

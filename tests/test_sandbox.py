@@ -33,8 +33,9 @@ from autograder.harness.sandbox import (
 )
 from autograder.harness.backends import SandboxBackend
 from autograder.harness.course import COURSE
-from autograder.harness.sandbox import isolation, kept, process, wire, wireformat
+from autograder.harness.sandbox import codec, isolation, kept, process
 from autograder.harness.sandbox.errors import explain_exit
+from autograder.harness.sandbox.worker import protocol
 from suite_support import bubblewrapped, readable_python
 import kvlab
 from kvlab import model
@@ -762,7 +763,7 @@ def test_arrays_passed_back_unchanged_cross_as_their_number(stud: Proxy, echoed:
     back = stud.echo(arrays)
     assert len(back) == 3 and all(b.dtype == a.dtype and np.array_equal(b, a) for a, b in zip(arrays, back)), (
         "the arrays came back changed")
-    assert echoed == ["array", "array"], (f"the two arrays of at least {wireformat.ECHO_MIN_BYTES} bytes must come "
+    assert echoed == ["array", "array"], (f"the two arrays of at least {protocol.ECHO_MIN_BYTES} bytes must come "
                                           f"back as their numbers, the small one as bytes; came back by number: {echoed}")
     back[0][0, 0] = -1.0
     assert arrays[0][0, 0] == 0.0 and stud.echo(arrays)[0][0, 0] == 0.0, (
@@ -817,7 +818,7 @@ def test_remote_functions_get_the_sent_arrays_read_only(stud: Proxy, box: Sandbo
     real = model.forward
 
     def spy(weights: dict[str, np.ndarray], *args: object, **kwargs: object) -> np.ndarray:
-        kept_arrays = [id(a) for a in box.sent.arrays.values()]
+        kept_arrays = [id(a) for a in box.objects.sent.arrays.values()]
         seen.extend(id(a) in kept_arrays and not a.flags.writeable for a in weights.values())
         return real(weights, *args, **kwargs)
 
@@ -882,14 +883,14 @@ def test_long_lists_of_ints_come_back_as_one_array(stud: Proxy, monkeypatch: pyt
     """The worker sends a list of at least INT_LIST_MIN ints as one int64 array (a block table, not a
     tree node per id); anything else in the list, or a shorter one, crosses item by item, exactly."""
     tags: list[str] = []
-    real = wire.Decoder.decode
+    real = codec.Decoder.decode
 
-    def spy(self: wire.Decoder, tree: object, depth: int = 0) -> object:
+    def spy(self: codec.Decoder, tree: object, depth: int = 0) -> object:
         tags.append(tree[0] if isinstance(tree, list) and tree else "?")  # type: ignore[index]
         return real(self, tree, depth)
 
     echo = stud.echo  # its reference crosses now, not with the reply below
-    monkeypatch.setattr(wire.Decoder, "decode", spy)
+    monkeypatch.setattr(codec.Decoder, "decode", spy)
     back = echo(values)
     assert back == values and [type(v) for v in back] == [type(v) for v in values], (
         "the list came back with other values or types")
@@ -898,9 +899,9 @@ def test_long_lists_of_ints_come_back_as_one_array(stud: Proxy, monkeypatch: pyt
 
 def test_numbers_name_nothing_after_a_reset(box: Sandbox, stud: Proxy) -> None:
     stud.echo(np.zeros(4096))
-    assert box.sent.arrays, "the array just sent must be kept while the test lasts"
+    assert box.objects.sent.arrays, "the array just sent must be kept while the test lasts"
     box.reset()
-    assert not box.sent.arrays, "a reset (a new test) must forget the arrays sent before it"
+    assert not box.objects.sent.arrays, "a reset (a new test) must forget the arrays sent before it"
 
 
 def test_always_equal_object_equals_nothing_trusted(stud: Proxy) -> None:
@@ -929,7 +930,7 @@ def test_student_exception_class_is_the_raised_class(stud: Proxy) -> None:
     assert type(info.value) is stud.OutOfBlocks, "the class read from the module must be the class raised"
     text = info.value.student_traceback
     assert "stud.py" in text and "raise_out" in text, f"the student's frame must be shown:\n{text}"
-    assert "worker.py" not in text, f"worker frames must not be shown:\n{text}"
+    assert "worker/main.py" not in text, f"worker frames must not be shown:\n{text}"
 
 
 @pytest.mark.parametrize(
@@ -1183,13 +1184,13 @@ def test_a_worker_imports_its_modules_from_the_bytecode_placed_beside_them(
             py_compile.compile(str(module), doraise=True)
     monkeypatch.setattr(process, "WORKER_MODULES", modules)
     folder = process.place_worker(root)
-    compiled_here = {Path(name).name for name in compiled_on_import(folder, "worker")}
+    compiled_here = {Path(name).name for name in compiled_on_import(folder, "worker.main")}
     expected = set() if compiled else {module.name for module in modules}
     assert compiled_here == expected, (
         f"the worker's start compiled {sorted(compiled_here) or 'nothing'}; expected {sorted(expected) or 'nothing'}"
     )
     if not compiled:
-        assert not any((folder / "__pycache__").iterdir()), "a worker must write no bytecode (-B)"
+        assert not any((folder / "worker" / "__pycache__").iterdir()), "a worker must write no bytecode (-B)"
 
 
 def test_the_course_librarys_copy_keeps_its_bytecode(tmp_path: Path) -> None:
@@ -1256,7 +1257,7 @@ def test_output_is_captured_and_truncated(stud: Proxy, box: Sandbox) -> None:
 
 @pytest.mark.parametrize(
     "data",
-    [b"\xff" * 40, wireformat.HEADER.pack(1 << 31, 1 << 40), wireformat.HEADER.pack(5, 0) + b"{nope"],
+    [b"\xff" * 40, protocol.HEADER.pack(1 << 31, 1 << 40), protocol.HEADER.pack(5, 0) + b"{nope"],
     ids=["garbage", "huge-length", "bad-json"],
 )
 def test_garbage_from_worker_is_a_protocol_error(stud: Proxy, data: bytes) -> None:
@@ -1290,7 +1291,7 @@ def test_garbage_from_worker_is_a_protocol_error(stud: Proxy, data: bytes) -> No
 )
 def test_decoder_rejects_hostile_trees(tree: object) -> None:
     blobs = [np.arange(2.0).tobytes(), b"PK\x03\x04 not an array", b""]
-    decoder = wire.Decoder([memoryview(blob) for blob in blobs], lambda number, name: None, wire.WireTypes(COURSE))
+    decoder = codec.Decoder([memoryview(blob) for blob in blobs], lambda number, name: None, codec.WireTypes(COURSE))
     with pytest.raises(ProtocolError):
         decoder.decode(tree)
 
@@ -1303,9 +1304,9 @@ def test_decoder_rejects_hostile_trees(tree: object) -> None:
 ], ids=lambda a: f"{a.dtype.str}{a.shape}{'F' if a.flags.f_contiguous and not a.flags.c_contiguous else ''}")
 def test_arrays_cross_with_their_dtype_shape_order_and_values(array: np.ndarray) -> None:
     blobs: list[object] = []
-    tree = wire.encode(array, blobs, lambda value: None, wire.WireTypes(COURSE))
+    tree = codec.encode(array, blobs, lambda value: None, codec.WireTypes(COURSE))
     data = [memoryview(bytes(blob)) for blob in blobs]  # as the worker would send them back
-    back = wire.Decoder(data, lambda number, name: None, wire.WireTypes(COURSE)).decode(tree)
+    back = codec.Decoder(data, lambda number, name: None, codec.WireTypes(COURSE)).decode(tree)
     assert back.dtype == array.dtype and back.shape == array.shape and np.array_equal(back, array), (
         f"{array.dtype}{array.shape} came back as {back.dtype}{back.shape}")
     fortran = array.flags.f_contiguous and not array.flags.c_contiguous
@@ -1314,8 +1315,8 @@ def test_arrays_cross_with_their_dtype_shape_order_and_values(array: np.ndarray)
     scalar = array.reshape(-1)[:1].reshape(()) if array.size else None
     if scalar is not None:
         blobs = []
-        one = wire.encode(scalar[()], blobs, lambda value: None, wire.WireTypes(COURSE))
-        got = wire.Decoder([memoryview(bytes(b)) for b in blobs], lambda n, t: None, wire.WireTypes(COURSE)).decode(one)
+        one = codec.encode(scalar[()], blobs, lambda value: None, codec.WireTypes(COURSE))
+        got = codec.Decoder([memoryview(bytes(b)) for b in blobs], lambda n, t: None, codec.WireTypes(COURSE)).decode(one)
         assert type(got) is type(scalar[()]) and got == scalar[()], f"the numpy scalar {scalar!r} came back as {got!r}"
 
 
@@ -1323,7 +1324,7 @@ def test_arrays_of_other_dtypes_are_not_sent() -> None:
     for array in (np.array(["a"]), np.array([1, "a"], dtype=object), np.zeros(2, dtype="M8[s]"),
                   np.zeros(2, dtype=[("x", "<f8")])):
         with pytest.raises(TypeError):
-            wire.encode(array, [], lambda value: None, wire.WireTypes(COURSE))
+            codec.encode(array, [], lambda value: None, codec.WireTypes(COURSE))
 
 
 # ----- measurement and performance ------------------------------------------------------------------

@@ -1,10 +1,11 @@
 """One round trip with the worker, and the calls into the trusted process it makes meanwhile.
 
-`Exchange` is the part of `sandbox.Sandbox` that moves bytes: it sends a request, drains the
-student's output, runs the `remote` functions the worker calls back for (their own requests about
-the worker's objects nest inside), enforces the call's time limit and turns every way the worker
-can stop or misbehave into WorkerTimeout, WorkerDied or ProtocolError. Its own module because the
-Sandbox's public API and object bookkeeping are a different concern.
+`Exchange`, which a `sandbox.Sandbox` holds, moves bytes: it sends a request, drains the student's
+output, runs the `remote` functions the worker calls back for (their own requests about the
+worker's objects nest inside), enforces the call's time limit and turns every way the worker can
+stop or misbehave into WorkerTimeout, WorkerDied or ProtocolError. Its own module because the
+Sandbox's public API, the worker's start and the object bookkeeping (`proxy.WorkerObjects`) are
+different concerns.
 """
 from __future__ import annotations
 
@@ -12,19 +13,11 @@ import builtins
 import os
 import select
 import time
+from collections.abc import Callable, Mapping
 from typing import Any, NoReturn
 
-from .config import SandboxConfig
-from .errors import (
-    BadValue,
-    ProtocolError,
-    StaleObject,
-    StudentException,
-    TooBig,
-    WorkerDied,
-    WorkerTimeout,
-    explain_exit,
-)
+from .codec import Decoder, Reader, WireTypes, encode
+from .errors import ProtocolError, TooBig, WorkerDied, WorkerTimeout, explain_exit
 from .isolation import Plan
 from .limits import Limits
 from .process import (
@@ -35,10 +28,8 @@ from .process import (
     WorkerProcess,
     folder_usage,
 )
-from .proxy import Proxy
-from .kept import Holding, Sent
-from .wire import Decoder, Reader, WireTypes, encode
-from .wireformat import MAX_CALLBACK_DEPTH, TEXT_LIMIT, WRITEV_PARTS, frame, written
+from .proxy import Proxy, WorkerObjects
+from .worker.protocol import MAX_CALLBACK_DEPTH, TEXT_LIMIT, WRITEV_PARTS, frame, written
 
 # How often a long request checks the worker's CPU time (and, at most every DISK_CHECK_SECONDS, its
 # folder): the granularity of the CPU limit.
@@ -48,62 +39,56 @@ DISK_CHECK_CPU = 0.005
 
 
 class Exchange:
-    """Round trips with the current worker (a base of `Sandbox`, which sets these attributes)."""
+    """Round trips with a sandbox's current worker (`resources.worker`).
 
-    limits: Limits
-    config: SandboxConfig
-    _res: Resources
-    _plan: Plan
-    _wire_types: WireTypes
-    _seq: int
-    holding: Holding
-    sent: Sent
-    _generation: int
-    methods: set[tuple[Any, str]]
-    _worker_holds: bool
-    # Why each worker stopped for cause (a timeout, a crash, invalid data), by the generation of its
-    # objects: a proxy of that generation used later in the test is the student's failure.
-    _stopped: dict[int, str]
-    _ended_for_fresh: set[int]
-    _callback_depth: int
-    _output: bytearray
-    _dropped: int
-    _disk_checked: float
-    _disk_checked_cpu: float
-    last_call_cpu: float | None
+    `plan`: the sandbox's isolation plan (the Sandbox replaces it when it replans). `remote`: the
+    library functions the worker may call back for, by "module:name". `objects`: the sandbox's
+    bookkeeping of the worker's objects, whose generation ends whenever a worker is stopped here.
+    `output` holds the student's output since it was last cleared, cut at `limits.output_bytes`
+    (`captured_output` says how much more there was); `seq` numbers the requests; `last_call_cpu`
+    is the worker's CPU seconds in the last round trip, read from /proc (None when unknown).
+    """
 
-    def _reference(self, value: Any) -> list[Any] | None:
-        """The wire form of a proxy argument (the worker object it names), None for other values."""
-        if isinstance(value, Proxy):
-            if value._sbx_box is not self:
-                raise TypeError(f"{value._sbx_label} belongs to another sandbox")
-            self._check_fresh(value)
-            return value._sbx_target
-        if isinstance(value, type) and issubclass(value, StudentException):
-            # Only the student's process hands out these classes (a test cannot name one otherwise).
-            raise BadValue(f"your code gave the exception class {value.__qualname__} where a value was "
-                           "expected; it cannot be passed back to your code")
-        return None
+    def __init__(
+        self, resources: Resources, limits: Limits, plan: Plan, remote: Mapping[str, Callable[..., Any]],
+        wire_types: WireTypes, objects: WorkerObjects,
+    ) -> None:
+        self.resources, self.limits, self.plan = resources, limits, plan
+        self.remote, self.wire_types, self.objects = remote, wire_types, objects
+        self.seq = 0
+        self._callback_depth = 0
+        self.output = bytearray()
+        self._dropped = 0
+        # When the worker's folder was last measured (time.monotonic, and the worker's CPU seconds).
+        self._disk_checked, self._disk_checked_cpu = 0.0, 0.0
+        self.last_call_cpu: float | None = None
 
-    def _check_fresh(self, proxy: Proxy) -> None:
-        if proxy._sbx_generation is not None and proxy._sbx_generation != self._generation:
-            why = self._stopped.get(proxy._sbx_generation)
-            if why is not None:
-                raise StaleObject(
-                    f"{proxy._sbx_label} no longer exists: the student's process it lived in was stopped "
-                    f"earlier in this test ({why})"
-                )
-            if proxy._sbx_generation in self._ended_for_fresh:
-                raise ReferenceError(
-                    f"{proxy._sbx_label} refers to a student object of a worker ended for a fresh call "
-                    "(without bubblewrap the main worker does not outlive one): use it before the fresh call"
-                )
-            raise ReferenceError(
-                f"{proxy._sbx_label} refers to a student object from before the sandbox was reset "
-                "or its worker restarted"
+    def next_seq(self) -> int:
+        """The number of a new request (or a new worker's init message)."""
+        self.seq += 1
+        return self.seq
+
+    def new_worker(self) -> int:
+        """Before a worker starts: its folder is measured from its start; the seq of its init message."""
+        self._disk_checked, self._disk_checked_cpu = 0.0, 0.0
+        return self.next_seq()
+
+    def clear_output(self) -> None:
+        """Forget the output kept so far (a new test, or a failed start's complaint)."""
+        self.output.clear()
+        self._dropped = 0
+
+    def captured_output(self) -> str:
+        """The student's output since it was last cleared, with a note of what was not kept."""
+        text = self.output.decode("utf-8", errors="replace")
+        if self._dropped:
+            text += (
+                f"\n[... {self._dropped} more bytes of output not kept: "
+                f"the limit is {self.limits.output_bytes} bytes]\n"
             )
+        return text
 
-    def _exchange(
+    def round_trip(
         self, header: dict[str, Any], blobs: list[Any], label: str, timeout: float, send: bool = True,
         wall: float | None = None,
     ) -> tuple[dict[str, Any], list[memoryview]]:
@@ -115,7 +100,7 @@ class Exchange:
         `limits.wall_seconds(timeout)`; without a CPU reading the wall clock decides at `timeout`.
         Raises WorkerTimeout, WorkerDied or ProtocolError (the worker is then gone).
         """
-        worker = self._res.worker
+        worker = self.resources.worker
         assert worker is not None
         if send:  # the worker died idle, or sent bytes nobody asked for (the pipe does not block)
             try:
@@ -125,13 +110,12 @@ class Exchange:
             if unsolicited is not None:
                 if not unsolicited:
                     self._died(f"the time between calls (before {label})", None)
-                raise self._protocol_failure("unsolicited data before the request", label)
+                raise self.protocol_failure("unsolicited data before the request", label)
         cpu_before = worker.cpu_seconds()
         started = time.monotonic()
         pending: list[memoryview] = []
         if send:
-            self._seq += 1
-            header["seq"] = self._seq
+            header["seq"] = self.next_seq()
             pending = self._write(worker, [memoryview(part).cast("B") for part in frame(header, blobs)],
                                   label, cpu_before)
         reader = Reader()
@@ -184,13 +168,13 @@ class Exchange:
                                 reader.feed(chunk)
                 reply, reply_blobs = reader.message()
             except ProtocolError as exc:
-                raise self._protocol_failure(str(exc), label) from None
+                raise self.protocol_failure(str(exc), label) from None
             if not (send and "callback" in reply):
                 break
             # Student code called a `remote` library function: run it here, send back its result,
             # and go on waiting for the reply to our request, within the same deadline.
             if pending:  # the worker cannot have read our whole request yet
-                raise self._protocol_failure("a callback before the whole request was read", label)
+                raise self.protocol_failure("a callback before the whole request was read", label)
             pending = self._write(worker, [memoryview(part).cast("B") for part in
                                            self._callback(worker, header["seq"], reply, reply_blobs, label)],
                                   label, cpu_before)
@@ -210,13 +194,13 @@ class Exchange:
         self.last_call_cpu = None if None in (cpu_before, cpu_after) else cpu_after - cpu_before
         self._check_disk(worker, label, cpu_after)
         if reply.get("seq") != header["seq"]:
-            raise self._protocol_failure("a reply to another request", label)
+            raise self.protocol_failure("a reply to another request", label)
         return reply, reply_blobs
 
     def _write(self, worker: WorkerProcess, pending: list[memoryview], label: str,
                cpu_before: float | None) -> list[memoryview]:
         """Write what the request pipe takes now of `pending` (all its parts in one system call, see
-        `wireformat.written`); what is left. Tried before any poll: a request usually fits at once."""
+        `protocol.written`); what is left. Tried before any poll: a request usually fits at once."""
         try:
             return written(pending, os.writev(worker.req_w, pending[:WRITEV_PARTS]))
         except BlockingIOError:
@@ -235,21 +219,21 @@ class Exchange:
         a nested request, that error propagates instead.
         """
         name, args, kwargs = message.get("callback"), message.get("args"), message.get("kwargs")
-        function = self.config.remote.get(name) if type(name) is str else None
+        function = self.remote.get(name) if type(name) is str else None
         if function is None or message.get("seq") != seq or type(args) is not list or type(kwargs) is not list:
-            raise self._protocol_failure(f"an unknown or malformed callback {str(name)[:80]!r}", label)
-        generation = self._generation
+            raise self.protocol_failure(f"an unknown or malformed callback {str(name)[:80]!r}", label)
+        objects, generation = self.objects, self.objects.generation
 
         def make_proxy(number: int, type_name: str) -> Proxy:
-            self._worker_holds = True
-            return Proxy(self, ["R", number], generation, f"your {type_name}", type_name)
+            return objects.proxy(number, type_name, f"your {type_name}", generation)
 
         try:
-            decoder = Decoder(blobs, make_proxy, self._wire_types, self.holding, self.sent, shared=True)
+            decoder = Decoder(blobs, make_proxy, self.wire_types, self.objects.holding, self.objects.sent,
+                              shared=True)
             decoded_args = [decoder.decode(arg) for arg in args]
             decoded_kwargs = dict(decoder.pair(item, 0) for item in kwargs)
         except ProtocolError as exc:
-            raise self._protocol_failure(str(exc), label) from None
+            raise self.protocol_failure(str(exc), label) from None
         except TooBig as exc:  # raised in the student's code, which asked with these arguments
             return frame({"op": "return", "ok": False, "error": {"type": "ValueError", "message": str(exc)}}, [])
         out: list[Any] = []
@@ -260,10 +244,10 @@ class Exchange:
         self._callback_depth += 1
         try:
             value = function(*decoded_args, **decoded_kwargs)
-            header = {"op": "return", "ok": True,
-                      "value": encode(value, out, self._reference, self._wire_types, sent=self.sent)}
+            encoded = encode(value, out, self.objects.reference, self.wire_types, sent=self.objects.sent)
+            header = {"op": "return", "ok": True, "value": encoded}
         except Exception as exc:
-            if self._res.worker is not worker:  # a nested request stopped the worker
+            if self.resources.worker is not worker:  # a nested request stopped the worker
                 raise
             builtin = next((c for c in type(exc).__mro__ if getattr(builtins, c.__name__, None) is c), Exception)
             header = {"op": "return", "ok": False,
@@ -272,25 +256,24 @@ class Exchange:
         except BaseException:
             # A whole-test timeout (or an interrupt) while the worker waits mid-call: stop it, so
             # no half-finished call lingers into the next request.
-            if self._res.worker is worker:
-                self._discard()
+            if self.resources.worker is worker:
+                self.discard()
             raise
         finally:
             self._callback_depth -= 1
-        if self._res.worker is not worker:
+        if self.resources.worker is not worker:
             raise WorkerDied(f"the student's process stopped during {name} (called from {label})")
         return frame(header, out)
 
     def _keep_output(self, chunk: bytes) -> None:
-        room = max(0, self.limits.output_bytes - len(self._output))
-        self._output += chunk[:room]
+        room = max(0, self.limits.output_bytes - len(self.output))
+        self.output += chunk[:room]
         self._dropped += len(chunk) - min(room, len(chunk))
 
-    def _discard(self, kill: bool = True) -> Ending:
+    def discard(self, kill: bool = True) -> Ending:
         """Stop the current worker; its object table (and every proxy into it) is gone."""
-        worker, self._res.worker = self._res.worker, None
-        self._generation += 1
-        self.methods.clear()
+        worker, self.resources.worker = self.resources.worker, None
+        self.objects.dropped()
         assert worker is not None
         return worker.stop(kill, self._keep_output)
 
@@ -325,26 +308,26 @@ class Exchange:
         if not worker.ready:
             return
         now, cpu = time.monotonic(), cpu or 0.0
-        if not self._plan.bubblewrap:
+        if not self.plan.bubblewrap:
             if now - self._disk_checked < DISK_CHECK_SECONDS and cpu - self._disk_checked_cpu < DISK_CHECK_CPU:
                 return
             self._disk_checked, self._disk_checked_cpu = now, cpu
-        limits, home = self.limits, self._res.home
-        if self._plan.bubblewrap:
+        limits, home = self.limits, self.resources.home
+        if self.plan.bubblewrap:
             usage = worker.home_usage(home)
             # The tmpfs's own root folder is one of its inodes.
             too_many = usage is not None and usage[1] > limits.disk_files + 1
             problem = f"more than {limits.disk_files} files and folders" if too_many else None
         else:
             used, entries, problem = 0, 0, None
-            for path in [str(home), *self._res.scratch()]:
+            for path in [str(home), *self.resources.scratch()]:
                 if problem is None:
                     more, counted, problem = folder_usage(path, limits.disk_files - entries, limits.disk_depth)
                     used, entries = used + more, entries + counted
             if problem is None and used > limits.disk_bytes:
                 problem = f"more than {limits.disk_bytes >> 20} MB"
         if problem is not None:
-            self._discard()
+            self.discard()
             raise WorkerDied(
                 f"the student's process was stopped during {label}: its folder held {problem} (it may hold "
                 f"at most {limits.disk_bytes >> 20} MB in {limits.disk_files} files and folders, nested at "
@@ -354,12 +337,12 @@ class Exchange:
     def _timed_out(self, label: str, timeout: float, cpu_before: float | None, wall: float | None) -> None:
         """Stop the worker: it used more than `timeout` CPU seconds (`wall` None) or ran past the
         wall-clock backstop `wall`."""
-        worker = self._res.worker
+        worker = self.resources.worker
         assert worker is not None
         cpu_after = worker.cpu_seconds()
         self.last_call_cpu = None if None in (cpu_before, cpu_after) else cpu_after - cpu_before
-        self._stopped[self._generation] = f"{label} ran out of time"
-        self._discard()
+        self.objects.stopped[self.objects.generation] = f"{label} ran out of time"
+        self.discard()
         if wall is None:
             why = f"did not finish within the time limit of {timeout:g} s of CPU time"
         elif cpu_before is None:
@@ -370,8 +353,8 @@ class Exchange:
         raise WorkerTimeout(f"{label} {why}; the student's process was stopped and will be restarted")
 
     def _died(self, label: str, cpu_before: float | None) -> NoReturn:
-        self._stopped[self._generation] = f"it ended during {label}"
-        ending = self._discard(kill=False)
+        self.objects.stopped[self.objects.generation] = f"it ended during {label}"
+        ending = self.discard(kill=False)
         # The rusage of a reaped child includes its reaped descendants: under bubblewrap the
         # interpreter, which died first here (that is what closed the reply pipe).
         known = cpu_before is not None and ending.cpu_seconds >= cpu_before
@@ -382,17 +365,17 @@ class Exchange:
             why = explain_exit(
                 ending.returncode, cpu_seconds=ending.cpu_seconds, max_rss_bytes=ending.max_rss_bytes,
                 cpu_limit=self.limits.cpu_seconds, memory_limit=self.limits.memory_bytes,
-                signal_offset=self._plan.bubblewrap,
+                signal_offset=self.plan.bubblewrap,
             )
         raise WorkerDied(
             f"the student's process {why} during {label}; it will be restarted for the next call"
         )
 
-    def _protocol_failure(self, detail: str, label: str) -> ProtocolError:
+    def protocol_failure(self, detail: str, label: str) -> ProtocolError:
         """Kill the worker (its stream can no longer be trusted) and describe what it sent."""
-        if self._res.worker is not None:
-            self._stopped[self._generation] = f"it sent invalid data during {label}"
-            self._discard()
+        if self.resources.worker is not None:
+            self.objects.stopped[self.objects.generation] = f"it sent invalid data during {label}"
+            self.discard()
         return ProtocolError(
             f"invalid data from the student's process during {label}: {detail}; it was stopped"
         )

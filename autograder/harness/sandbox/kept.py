@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from .errors import ProtocolError, TooBig
-from .wireformat import ECHO_KEPT_BYTES, ECHO_MIN_BYTES
+from .worker.protocol import ECHO_KEPT_BYTES, ECHO_MIN_BYTES
 
 __all__ = ["Holding", "Sent"]
 
@@ -103,7 +103,7 @@ def resident_bytes() -> int | None:
 
 class Sent:
     """What this process sent the worker during the current test, by number, which the worker may
-    hand back as ["E", number] instead of its bytes (wireformat.py): arrays, dicts of them, and
+    hand back as ["E", number] instead of its bytes (worker/protocol.py): arrays, dicts of them, and
     frozen wire-type values.
 
     A decode passes its weights to every forward callback (1.1 MB in 21 arrays per step of lecture

@@ -15,12 +15,15 @@ import time
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from . import identity, wireformat
+from . import identity
 from .errors import WorkerDied
 from .isolation import BASE_ENV, Plan
+from .worker import protocol
 
-# The worker's two modules, copied into each sandbox's private folder and imported from there.
-WORKER_MODULES = tuple(Path(__file__).with_name(name) for name in ("worker.py", "wireformat.py", "landlock.py"))
+# The worker's side, the package `worker` (every module of its folder and nothing else): copied into
+# each sandbox's private folder and imported from there.
+WORKER_PACKAGE = Path(__file__).with_name("worker")
+WORKER_MODULES = tuple(sorted(WORKER_PACKAGE.glob("*.py")))
 # Bigger pipes mean fewer system calls for large arrays and output floods (Linux allows 1 MB
 # without privileges).
 PIPE_BYTES = 1 << 20
@@ -385,18 +388,20 @@ def copy_read_only(source: Path, target: Path) -> None:
 
 
 def place_worker(root: Path) -> Path:
-    """Copy the worker's modules into `root`, each with its bytecode where the package has it
-    (`make bytecode` and setup.sh compile it; a grading never writes bytecode); the folder to
-    import from.
+    """Copy the worker's package into `root`, as `root/worker/`, each module with its bytecode where
+    the grader's copy has it (`make bytecode` and setup.sh compile it; a grading never writes
+    bytecode); the folder to import it from (`root`).
 
     Bytecode saves each worker's start compiling them (about 10 ms of its CPU time on one core).
     copy2 keeps each source's modification time, which the interpreter checks the bytecode
     against: bytecode older than its source is ignored and the source compiled in memory."""
-    cache = root / "__pycache__"
+    package = root / WORKER_PACKAGE.name
+    cache = package / "__pycache__"
+    package.mkdir(mode=0o755)
     cache.mkdir(mode=0o755)
     for source in WORKER_MODULES:
         compiled = Path(importlib.util.cache_from_source(str(source)))
-        for original, copy in ((source, root / source.name), (compiled, cache / compiled.name)):
+        for original, copy in ((source, package / source.name), (compiled, cache / compiled.name)):
             if original.is_file():
                 shutil.copy2(original, copy)
                 os.chmod(copy, 0o644)  # readable by the worker's unprivileged identity
@@ -423,7 +428,8 @@ def launch(plan: Plan, python: str, folder: Path, home: Path, init: dict[str, An
     # bytecode into folders it shares with the grader. The worker is imported rather than run as a
     # script, because a script's bytecode is never cached; -I keeps `folder` off sys.path but for
     # that import.
-    boot = f"import sys; sys.path.insert(0, {str(folder)!r}); import worker; del sys.path[0]; worker.main()"
+    boot = (f"import sys; sys.path.insert(0, {str(folder)!r}); import worker.main; del sys.path[0]; "
+            "worker.main.main()")
     argv = [*plan.prefix, python, "-I", "-S", "-B", "-c", boot, str(req_r), str(resp_w)]
     launched = time.perf_counter()
     try:
@@ -442,7 +448,7 @@ def launch(plan: Plan, python: str, folder: Path, home: Path, init: dict[str, An
         os.set_blocking(fd, False)
     # A few hundred bytes: the fresh pipe takes them at once, whatever the worker is doing.
     try:
-        os.write(req_w, wireformat.frame(init, [])[0])
+        os.write(req_w, protocol.frame(init, [])[0])
     except BrokenPipeError:
         pass  # it ended at once (bubblewrap refused to start, say): waiting for it reports that
     return WorkerProcess(proc, req_w, resp_r, out_r, launched, init["seq"])

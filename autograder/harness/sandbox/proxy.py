@@ -7,9 +7,10 @@ from typing import Any, Iterator, Protocol
 
 import numpy as np
 
-from .errors import BadValue, ProtocolError, StudentException, WorkerTimeout
+from .errors import BadValue, ProtocolError, StaleObject, StudentException, WorkerTimeout
+from .kept import Holding, Sent
 from .limits import Limits
-from .wireformat import TEXT_LIMIT
+from .worker.protocol import TEXT_LIMIT
 
 # Dunder attributes worth a round trip; other dunder probes (numpy's __array_interface__,
 # inspect's __wrapped__, ...) fail locally, as they would on an object without them.
@@ -24,14 +25,98 @@ class Owner(Protocol):
     """What a proxy needs of its sandbox (`sandbox.Sandbox`)."""
 
     limits: Limits
-    last_call_cpu: float | None
-    methods: set[tuple[Any, str]]  # (proxy key, name): a method of the object's class, per the worker
+    objects: WorkerObjects
+
+    @property
+    def last_call_cpu(self) -> float | None:
+        """The worker's CPU seconds in the last round trip (None when unknown)."""
 
     def _request(self, op: str, target: Any, args: Any, kwargs: dict[str, Any], label: str) -> Any:
         """One round trip about `target`."""
 
     def _protocol_failure(self, detail: str, label: str) -> ProtocolError:
         """Stop the worker and describe what it sent."""
+
+
+class WorkerObjects:
+    """What the trusted side knows of a sandbox's worker objects, and holds of its replies.
+
+    `generation` numbers the worker's object table: bumped whenever the table is dropped (a reset, a
+    worker stopped or restarted), so a proxy of another generation is stale. `stopped`: why each
+    worker stopped for cause (a timeout, a crash, invalid data), by generation: a proxy of that
+    generation used later in the test is the student's failure. `ended_for_fresh`: generations
+    whose worker `Sandbox.fresh` ended. `methods`: (proxy key, name) of the attributes the worker
+    reported as methods of the object's class (`Proxy.__getattr__` then skips the lookup: one round
+    trip per call instead of two), dropped with the table. `holds`: whether the table may hold
+    something since the last reset. `holding` bounds what this process keeps of the replies in a
+    test (`kept.Holding`), `sent` the arrays sent to the worker in it, which it may hand back by
+    number (`kept.Sent`).
+    """
+
+    def __init__(self, owner: Owner) -> None:
+        self.owner = owner
+        self.generation = 0
+        self.stopped: dict[int, str] = {}
+        self.ended_for_fresh: set[int] = set()
+        self.methods: set[tuple[Any, str]] = set()
+        self.holds = False
+        self.holding = Holding()
+        self.sent = Sent()
+
+    def dropped(self) -> None:
+        """The worker's object table is gone: every proxy into it is stale."""
+        self.generation += 1
+        self.methods.clear()
+
+    def new_worker(self) -> None:
+        """A worker starts: it holds nothing yet and was sent nothing."""
+        self.holds = False
+        self.sent.clear()
+
+    def new_test(self) -> None:
+        """Between tests: the worker's table is dropped, and nothing of the last test is kept or
+        may come back by number."""
+        self.holds = False
+        self.dropped()
+        self.holding.new_test()
+        self.sent.clear()
+
+    def proxy(self, number: int, type_name: str, label: str, generation: int) -> Proxy:
+        """The proxy of worker object `number` of `generation`, which the worker now holds."""
+        self.holds = True
+        return Proxy(self.owner, ["R", number], generation, label, type_name)
+
+    def reference(self, value: Any) -> list[Any] | None:
+        """The wire form of a proxy argument (the worker object it names), None for other values."""
+        if isinstance(value, Proxy):
+            if value._sbx_box is not self.owner:
+                raise TypeError(f"{value._sbx_label} belongs to another sandbox")
+            self.check_fresh(value)
+            return value._sbx_target
+        if isinstance(value, type) and issubclass(value, StudentException):
+            # Only the student's process hands out these classes (a test cannot name one otherwise).
+            raise BadValue(f"your code gave the exception class {value.__qualname__} where a value was "
+                           "expected; it cannot be passed back to your code")
+        return None
+
+    def check_fresh(self, proxy: Proxy) -> None:
+        """Raise if `proxy` names an object of a worker table that is gone."""
+        if proxy._sbx_generation is not None and proxy._sbx_generation != self.generation:
+            why = self.stopped.get(proxy._sbx_generation)
+            if why is not None:
+                raise StaleObject(
+                    f"{proxy._sbx_label} no longer exists: the student's process it lived in was stopped "
+                    f"earlier in this test ({why})"
+                )
+            if proxy._sbx_generation in self.ended_for_fresh:
+                raise ReferenceError(
+                    f"{proxy._sbx_label} refers to a student object of a worker ended for a fresh call "
+                    "(without bubblewrap the main worker does not outlive one): use it before the fresh call"
+                )
+            raise ReferenceError(
+                f"{proxy._sbx_label} refers to a student object from before the sandbox was reset "
+                "or its worker restarted"
+            )
 
 
 class Proxy:
@@ -64,7 +149,7 @@ class Proxy:
     def __getattr__(self, name: str) -> Any:
         if name.startswith("__") and name.endswith("__") and name not in REMOTE_DUNDERS:
             raise AttributeError(name)
-        if (self._sbx_key(), name) in self._sbx_box.methods:
+        if (self._sbx_key(), name) in self._sbx_box.objects.methods:
             return Method(self, name)
         return self._sbx("getattr", name, label=f"{self._sbx_label}.{name}")
 

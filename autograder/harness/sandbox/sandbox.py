@@ -1,10 +1,11 @@
 """The trusted side: `Sandbox` starts the worker, talks to it over private pipes, and hands out proxies.
 
 The grading process never imports student code and never unpickles anything: values come back as
-validated plain data (see `wire.py`), and every other object stays in the worker's object table and
+validated plain data (see `codec.py`), and every other object stays in the worker's object table and
 is represented here by a `Proxy` (`proxy.py`) whose attribute reads, calls, `len`, `in`, indexing,
 iteration and `repr` are round trips. The round trip itself, with the calls the worker makes into
-the trusted process meanwhile, is `exchange.Exchange`; the process and its folder, `process.py`.
+the trusted process meanwhile, is `exchange.Exchange`, which a Sandbox holds; what it knows of the
+worker's objects, `proxy.WorkerObjects`; the process and its folder, `process.py`.
 """
 from __future__ import annotations
 
@@ -33,13 +34,12 @@ from .errors import (
     on_student_objects,
     student_exception_class,
 )
+from .codec import Decoder, WireTypes, encode
 from .exchange import Exchange
 from .limits import Limits
 from .process import Resources, WorkerProcess
-from .proxy import STOP, Proxy
-from .kept import Holding, Sent
-from .wire import Decoder, WireTypes, encode
-from .wireformat import TEXT_LIMIT
+from .proxy import STOP, Proxy, WorkerObjects
+from .worker.protocol import TEXT_LIMIT
 
 # The third-party packages the worker imports (the course library is `packages`): numpy and the
 # shared libraries its wheel ships beside it.
@@ -78,7 +78,7 @@ def _record(kind: str, name: object, type_name: str = "") -> None:
                 names.add((kind, name))
 
 
-class Sandbox(Exchange):
+class Sandbox:
     """Student modules in an isolated worker process, reached through proxies.
 
     `modules_dir`: the student's files (copied into a private folder the worker may write to).
@@ -96,8 +96,8 @@ class Sandbox(Exchange):
     cannot run it, the constructor (a user that does not exist) or the worker's first start raises
     `NoSafeIdentity` (a grader fault, for the staff).
     `bubblewrap`: False skips bubblewrap (to exercise the fallback, or where it misbehaves).
-    `landlock`: False keeps the worker from confining itself with Landlock (landlock.py), to grade as
-    a kernel without it would; the results then say the isolation is reduced.
+    `landlock`: False keeps the worker from confining itself with Landlock (worker/landlock.py), to
+    grade as a kernel without it would; the results then say the isolation is reduced.
     `config`: the course's choices (`config.SandboxConfig`): the types that cross by value and
     their codecs; the library functions (`remote`) that run here whenever code in the worker calls
     them (the worker's copy is replaced, before any student code runs, by a stand-in that sends the
@@ -108,7 +108,7 @@ class Sandbox(Exchange):
     Whatever the worker sends is the student's: a reply the trusted side cannot use raises a
     `StudentException` in the test that asked (`BadReply` for a value of the wrong kind, an object of
     a worker stopped earlier in the test, or a trusted call failing on the student's objects), and
-    `holding` (`kept.Holding`) bounds what this process keeps of the replies at once.
+    `objects.holding` (`kept.Holding`) bounds what this process keeps of the replies at once.
 
     `isolation` reports, in words, what isolation is in force and what is reduced (once a worker
     has started: reading it waits for that, see isolation.plan's `optimistic`).
@@ -144,57 +144,76 @@ class Sandbox(Exchange):
         packages = [Path(os.path.realpath(p)) for p in packages]
         if len({p.name for p in packages}) != len(packages):
             raise ValueError(f"packages must have different names: {packages}")
-        self._callback_depth = 0
         self._local = 0  # library_local blocks open
         # The real interpreter binary: a venv's bin/ may sit inside a hidden folder.
         self._python = os.path.realpath(shutil.which(python) or python)
         self._lib_dirs = [Path(os.path.realpath(p)) for p in lib_dirs]
         self._wire_types = WireTypes(config)  # before any worker runs (see there)
-        # The worker imports this process's numpy: its folder, wherever it was found (a venv's
-        # site-packages, or PYTHONPATH beside a system interpreter), and the site folders.
-        numpy_home = Path(np.__file__).resolve().parent.parent
         self._notes: list[str] = []  # said in the isolation report whatever the plan
-        self._site_packages = list(dict.fromkeys([
+        self._site_packages = self._worker_site_packages()
+        self._res = Resources(Path(tempfile.mkdtemp(prefix="sandbox-")))
+        self._finalizer = weakref.finalize(self, self._res.release)
+        try:
+            self._prepare_folder(Path(modules_dir), packages, user)
+            self._plan_first_worker(user, hide, bubblewrap)
+            self._start_bookkeeping()
+            # Start the interpreter now: its start-up (numpy's import) overlaps the grader's own
+            # work, such as collecting the tests, and is awaited on first use.
+            self._launch()
+        except BaseException:
+            self._finalizer()
+            raise
+
+    def _worker_site_packages(self) -> list[Path]:
+        """The folders the worker imports this process's numpy from: numpy's folder, wherever it was
+        found (a venv's site-packages, or PYTHONPATH beside a system interpreter), and the site
+        folders; as root, a staged copy instead when the worker's uid cannot reach numpy (a note
+        says so)."""
+        numpy_home = Path(np.__file__).resolve().parent.parent
+        site_packages = list(dict.fromkeys([
             numpy_home, *(Path(os.path.realpath(p)) for p in site.getsitepackages() if os.path.isdir(p)),
         ]))
         if os.geteuid() == 0 and not staging.reachable(numpy_home / "numpy"):
             # A checkout in a private folder: the worker's uid imports a staged copy (staging.py).
-            self._site_packages = [staging.staged(numpy_home, WORKER_DISTRIBUTIONS)]
+            site_packages = [staging.staged(numpy_home, WORKER_DISTRIBUTIONS)]
             self._notes.append(f"{', '.join(WORKER_DISTRIBUTIONS)} staged readable for the worker in "
-                               f"{self._site_packages[0]} ({numpy_home} is in a folder other users cannot enter)")
-        root = Path(tempfile.mkdtemp(prefix="sandbox-"))
-        self._res = Resources(root)
-        self._finalizer = weakref.finalize(self, self._res.release)
+                               f"{site_packages[0]} ({numpy_home} is in a folder other users cannot enter)")
+        return site_packages
+
+    def _prepare_folder(self, modules_dir: Path, packages: list[Path], user: str | None) -> None:
+        """The private folder (`process.Resources`): the worker's package, the submitted files, the
+        folders `packages` go in, and this sandbox's uid when the grader claims one."""
+        root = self._res.root
         # Where the worker imports `packages` from; copied there (False: bound, or not yet needed).
         self._packages_dir, self._packages_copied = root / "packages", False
         self._packages = [(source, self._packages_dir / source.name) for source in packages]
         if packages:
             self._lib_dirs.append(self._packages_dir)
-        try:
-            self._res.identity = identity.claim() if user is None else None
-            os.chmod(root, 0o755)  # the unprivileged worker must reach home/ and read worker.py
-            for _, target in self._packages:  # bubblewrap's mount points, a copy's folders
-                target.mkdir(mode=0o755, parents=True)
-            self._home = self._res.home
-            self._worker_folder = process.place_worker(root)
-            process.copy_student_files(Path(modules_dir), self._res.submitted)
-            if self._res.identity is not None:  # the worker's uid and group are this sandbox's alone
-                process.readable_by_group_only(self._res.submitted, self._res.identity.gid)
-            # Optimistic: the worker starts without waiting for the probes (an interpreter each,
-            # tens of milliseconds of every grading); they run only if it fails to start.
-            self._plan_settings: dict[str, Any] = {
-                "python": self._python, "user": user, "hide": [Path(os.path.realpath(p)) for p in hide],
-                "lib_dirs": self._lib_dirs, "site_packages": self._site_packages, "root_dir": root,
-                "home": self._home, "limits": limits, "bubblewrap": bubblewrap,
-                "identity": self._res.identity, "optimistic": True, "packages": self._packages,
-            }
-            self._plan = isolation.plan(**self._plan_settings)
-            if self._plan.uid != os.geteuid():
-                self._res.home_owner = (self._plan.uid, self._plan.gid)
-            self._res.fresh_home()
-        except BaseException:
-            self._finalizer()
-            raise
+        self._res.identity = identity.claim() if user is None else None
+        os.chmod(root, 0o755)  # the unprivileged worker must reach home/ and its package
+        for _, target in self._packages:  # bubblewrap's mount points, a copy's folders
+            target.mkdir(mode=0o755, parents=True)
+        self._home = self._res.home
+        self._worker_folder = process.place_worker(root)
+        process.copy_student_files(modules_dir, self._res.submitted)
+        if self._res.identity is not None:  # the worker's uid and group are this sandbox's alone
+            process.readable_by_group_only(self._res.submitted, self._res.identity.gid)
+
+    def _plan_first_worker(self, user: str | None, hide: Sequence[Path], bubblewrap: bool) -> None:
+        """The isolation plan the first worker starts under and its report, the worker's home made
+        for the plan's uid."""
+        # Optimistic: the worker starts without waiting for the probes (an interpreter each,
+        # tens of milliseconds of every grading); they run only if it fails to start.
+        self._plan_settings: dict[str, Any] = {
+            "python": self._python, "user": user, "hide": [Path(os.path.realpath(p)) for p in hide],
+            "lib_dirs": self._lib_dirs, "site_packages": self._site_packages, "root_dir": self._res.root,
+            "home": self._home, "limits": self.limits, "bubblewrap": bubblewrap,
+            "identity": self._res.identity, "optimistic": True, "packages": self._packages,
+        }
+        self._plan = isolation.plan(**self._plan_settings)
+        if self._plan.uid != os.geteuid():
+            self._res.home_owner = (self._plan.uid, self._plan.gid)
+        self._res.fresh_home()
         self._report = [*self._plan.report, *self._notes]
         # Whether the plan is known to hold: it assumed no probe, a worker started under it, or the
         # probes it assumed passed (see _replanned).
@@ -202,41 +221,21 @@ class Sandbox(Exchange):
         # Who the student's code runs as: when it is the grader's own uid, the worker can write
         # whatever the grader can (the runner then watches its files; see run.py).
         self.worker_uid: int = self._plan.uid
-        self.last_call_cpu: float | None = None
+
+    def _start_bookkeeping(self) -> None:
+        """What the sandbox counts and knows across its workers, and the round trips' own state."""
         self.last_start_seconds: float | None = None
         self.launches = 0  # workers started so far: a change between two cpu_seconds() readings voids them
-        self._generation = 0  # bumped whenever the worker's object table is dropped
-        self._stopped: dict[int, str] = {}
-        self._ended_for_fresh: set[int] = set()  # generations whose worker fresh() ended
-        # (proxy key, name) of the attributes the worker reported as methods of the object's class
-        # (Proxy.__getattr__ then skips the lookup: one round trip per call instead of two).
-        # Dropped with the object table.
-        self.methods: set[tuple[Any, str]] = set()
+        self.objects = WorkerObjects(self)
+        self._exchange = Exchange(self._res, self.limits, self._plan, self.config.remote, self._wire_types,
+                                  self.objects)
         # (module, name) of the functions and classes of the student's modules, per the worker, with
         # their type names: `module.name` is then a proxy that names it, ["Q", "module:name"], and
         # the worker looks it up at each use (one round trip per call instead of two). Kept across
         # resets and restarts: a module's functions are the same in every worker. Only an
         # optimisation: a wrong answer costs the student's test (a name where it expected a value).
         self._named: dict[tuple[str, str], str] = {}
-        # Whether the worker's object table may hold something since the last reset (see reset).
-        self._worker_holds = False
-        # What this process holds of the student's replies, bounded per test (kept.Holding).
-        self.holding = Holding()
-        # The arrays sent to the worker in this test, which it may hand back by number (kept.Sent).
-        self.sent = Sent()
-        self._seq = 0
-        self._output = bytearray()
-        self._dropped = 0
-        # When the worker's folder was last measured (time.monotonic, and the worker's CPU seconds).
-        self._disk_checked, self._disk_checked_cpu = 0.0, 0.0
         self._home_used = False  # whether a worker wrote the home folder on disk since it was emptied
-        # Start the interpreter now: its start-up (numpy's import) overlaps the grader's own work,
-        # such as collecting the tests, and is awaited on first use.
-        try:
-            self._launch()
-        except BaseException:
-            self._finalizer()
-            raise
 
     # ----- public API -------------------------------------------------------------------------
 
@@ -301,8 +300,8 @@ class Sandbox(Exchange):
         next request starts a new worker."""
         if not self._plan.bubblewrap:
             if self._res.worker is not None:
-                self._ended_for_fresh.add(self._generation)
-                self._discard()
+                self.objects.ended_for_fresh.add(self.objects.generation)
+                self._exchange.discard()
             self._empty_home()
         if self._packages_copied and self.worker_uid != os.geteuid():
             # The sibling (closed before this sandbox) imports from this copy, which no worker could
@@ -322,34 +321,23 @@ class Sandbox(Exchange):
         # A worker still starting has no objects yet; one that has handed out no reference and been
         # sent nothing by number since the last reset has none in its table either (it numbers an
         # object only in what it sends here, where the reply is decoded into a proxy).
-        if worker is not None and worker.ready and (self._worker_holds or self.sent.numbered):
+        if worker is not None and worker.ready and (self.objects.holds or self.objects.sent.numbered):
             try:
                 self._request("reset", None, (), {}, "reset()")
             except StudentException:
                 pass  # the worker is gone; the next request starts a fresh one
-        self._worker_holds = False
-        self._generation += 1
-        self.methods.clear()
-        self._output.clear()
-        self._dropped = 0
-        self.holding.new_test()
-        self.sent.clear()
+        self.objects.new_test()
+        self._exchange.clear_output()
 
     def restart(self) -> None:
         """Replace the worker with a new process (a new hash seed among other things); proxies die."""
         if self._res.worker is not None:
-            self._discard()
+            self._exchange.discard()
         self._launch()
 
     def captured_output(self) -> str:
         """Student stdout and stderr since the last reset, cut at limits.output_bytes with a note."""
-        text = self._output.decode("utf-8", errors="replace")
-        if self._dropped:
-            text += (
-                f"\n[... {self._dropped} more bytes of output not kept: "
-                f"the limit is {self.limits.output_bytes} bytes]\n"
-            )
-        return text
+        return self._exchange.captured_output()
 
     @property
     def isolation(self) -> list[str]:
@@ -368,7 +356,12 @@ class Sandbox(Exchange):
     @property
     def requests(self) -> int:
         """Requests sent to workers so far (each one round trip, callbacks inside it aside)."""
-        return self._seq
+        return self._exchange.seq
+
+    @property
+    def last_call_cpu(self) -> float | None:
+        """CPU seconds the worker spent on the last round trip, read from /proc (None when unknown)."""
+        return self._exchange.last_call_cpu
 
     def cpu_seconds(self) -> float | None:
         """CPU time used so far by the current worker, measured from outside (None if unreadable).
@@ -403,7 +396,7 @@ class Sandbox(Exchange):
                 _record("keyword", key, type_name)
         proxy = target if isinstance(target, Proxy) else None
         if proxy is not None:
-            self._check_fresh(proxy)
+            self.objects.check_fresh(proxy)
             target = proxy._sbx_target
             if op == "getattr" and target[0] == "M" and (target[1], args[0]) in self._named:
                 return Proxy(self, ["Q", f"{target[1]}:{args[0]}"], None, label, self._named[target[1], args[0]])
@@ -412,21 +405,28 @@ class Sandbox(Exchange):
         header: dict[str, Any] = {"op": op, "target": target}
         if self._local:
             header["local"] = True
-        header["args"] = [encode(arg, blobs, self._reference, self._wire_types, sent=self.sent) for arg in args]
-        header["kwargs"] = [[k, encode(v, blobs, self._reference, self._wire_types, sent=self.sent)]
+        objects = self.objects
+        header["args"] = [encode(arg, blobs, objects.reference, self._wire_types, sent=objects.sent)
+                          for arg in args]
+        header["kwargs"] = [[k, encode(v, blobs, objects.reference, self._wire_types, sent=objects.sent)]
                             for k, v in kwargs.items()]
-        reply, reply_blobs = self._exchange(header, blobs, label, timeout or self.limits.call_timeout)
+        reply, reply_blobs = self._exchange.round_trip(header, blobs, label,
+                                                       timeout or self.limits.call_timeout)
         try:
             value = self._interpret(op, reply, reply_blobs, label)
         except ProtocolError as exc:
-            raise self._protocol_failure(str(exc), label) from None
+            raise self._exchange.protocol_failure(str(exc), label) from None
         if op == "getattr" and reply.get("method") is True and proxy is not None \
-                and proxy._sbx_generation == self._generation:
-            self.methods.add((proxy._sbx_key(), args[0]))
+                and proxy._sbx_generation == objects.generation:
+            objects.methods.add((proxy._sbx_key(), args[0]))
         if op == "getattr" and reply.get("named") is True and target[0] == "M" and isinstance(value, Proxy) \
                 and args[0].isidentifier():  # "module:name" must name this attribute and no other
             self._named[target[1], args[0]] = value._sbx_type
         return value
+
+    def _protocol_failure(self, detail: str, label: str) -> ProtocolError:
+        """Stop the worker (its stream can no longer be trusted) and describe what it sent (for proxies)."""
+        return self._exchange.protocol_failure(detail, label)
 
     def _interpret(self, op: str, reply: dict[str, Any], blobs: list[memoryview], label: str) -> Any:
         """The result in a reply, or the student's exception raised."""
@@ -435,13 +435,13 @@ class Sandbox(Exchange):
                 return STOP
             if "value" not in reply:
                 return None  # a reset
-            generation = self._generation
+            objects, generation = self.objects, self.objects.generation
 
             def make_proxy(number: int, type_name: str) -> Proxy:
-                self._worker_holds = True
-                return Proxy(self, ["R", number], generation, label, type_name)
+                return objects.proxy(number, type_name, label, generation)
 
-            return Decoder(blobs, make_proxy, self._wire_types, self.holding, self.sent).decode(reply["value"])
+            decoder = Decoder(blobs, make_proxy, self._wire_types, objects.holding, objects.sent)
+            return decoder.decode(reply["value"])
         error = reply.get("error")
         if reply.get("ok") is not False or type(error) is not dict:
             raise ProtocolError(f"the worker sent a malformed reply: {str(reply)[:200]}")
@@ -492,17 +492,15 @@ class Sandbox(Exchange):
             for source, target in self._packages:
                 process.copy_read_only(source, target)
             self._packages_copied = True
-        self._disk_checked, self._disk_checked_cpu = 0.0, 0.0
-        self.sent.clear()
-        self._worker_holds = False
-        self._seq += 1
+        self.objects.new_worker()
+        seq = self._exchange.new_worker()
         self.launches += 1
         limits = {
             "cpu_seconds": self.limits.cpu_seconds, "memory_bytes": self.limits.memory_bytes,
             "max_processes": self.limits.max_processes, "file_bytes": self.limits.file_bytes,
         }
         init = {
-            "seq": self._seq, "op": "init", "home": str(self._home), "seed": str(self._res.submitted),
+            "seq": seq, "op": "init", "home": str(self._home), "seed": str(self._res.submitted),
             "lib_dirs": [str(p) for p in self._lib_dirs],
             "site_packages": [str(p) for p in self._site_packages], "limits": limits,
             "landlock": self._settings["landlock"], **self.config.for_worker(),
@@ -525,9 +523,9 @@ class Sandbox(Exchange):
             return False
         self._plan = isolation.plan(**self._plan_settings)
         self._plan_confirmed = not self._plan.assumed
+        self._exchange.plan = self._plan
         self._report = [*self._plan.report, *self._notes]
-        self._output.clear()
-        self._dropped = 0
+        self._exchange.clear_output()
         return True
 
     def _empty_home(self) -> None:
@@ -542,26 +540,27 @@ class Sandbox(Exchange):
         limit = max(START_TIMEOUT, self.limits.call_timeout)
         while True:
             try:
-                reply, _ = self._exchange({"seq": worker.init_seq}, [], "start-up", limit, send=False, wall=limit)
+                reply, _ = self._exchange.round_trip({"seq": worker.init_seq}, [], "start-up", limit,
+                                                     send=False, wall=limit)
                 break
             except StudentException as exc:
                 failed = exc
             if not self._replanned():
-                tail = self._output[-2000:].decode(errors="replace").strip()
+                tail = self._exchange.output[-2000:].decode(errors="replace").strip()
                 raise WorkerDied(f"{failed}; its output: {tail or '(none)'}")
             self._launch()
             assert self._res.worker is not None
             worker = self._res.worker
         pid = reply.get("pid")
         if reply.get("ok") is not True or type(pid) is not int:
-            raise self._protocol_failure("malformed start-up reply", "start-up")
+            raise self._exchange.protocol_failure("malformed start-up reply", "start-up")
         if self._plan.bubblewrap:
             found = process.find_sandboxed_pid(worker.proc.pid, pid)
             if found is None:
-                raise self._protocol_failure(f"no sandboxed process with pid {pid}", "start-up")
+                raise self._exchange.protocol_failure(f"no sandboxed process with pid {pid}", "start-up")
             worker.cpu_pid = found
         elif pid != worker.proc.pid:
-            raise self._protocol_failure(f"the worker claims pid {pid}", "start-up")
+            raise self._exchange.protocol_failure(f"the worker claims pid {pid}", "start-up")
         # Said before any student code ran: the worker's own words about the layers it took.
         unfiltered, confined = reply.get("unfiltered"), reply.get("landlock")
         notes = [f"reduced: memory files and System V memory not refused ({str(unfiltered)[:200]})"

@@ -1,4 +1,4 @@
-"""The trusted side's half of the wire format (described in `wireformat.py`).
+"""The trusted side's half of the wire format (described in `worker/protocol.py`).
 
 Encoding refuses anything that is not plain data, a configured wire type or a proxy of the same
 sandbox. Decoding treats the bytes as hostile: every tag, type, index and size is checked, arrays
@@ -22,7 +22,7 @@ import numpy as np
 from .config import ColumnCodec, SandboxConfig
 from .errors import ProtocolError, student_exception_class
 from .kept import ITEM_BYTES, Holding, Sent
-from .wireformat import (
+from .worker.protocol import (
     HEADER,
     MAX_DECODE_DEPTH,
     MAX_JSON_BYTES,
@@ -129,7 +129,7 @@ class Reader:
 
 def _array(array: np.ndarray, what: str, blobs: list[Any]) -> list[Any]:
     """[blob index, dtype, shape, order] of an array whose bytes are appended to `blobs`
-    (`wireformat.array_form`), or TypeError for a dtype that must not cross."""
+    (`protocol.array_form`), or TypeError for a dtype that must not cross."""
     if array.dtype.str not in numeric_dtypes(np):  # a structured or object dtype has a "|V"/"|O" name
         raise TypeError(
             f"cannot send {what} of dtype {array.dtype} to student code: only numeric and bool arrays cross"
@@ -231,7 +231,7 @@ def encode(
 
 
 def _encode_columns(items: list[Any] | tuple[Any, ...], codec: ColumnCodec, blobs: list[Any]) -> list[Any]:
-    """A list or tuple of one wire type as the columns of its codec (see wireformat.py, tag "W").
+    """A list or tuple of one wire type as the columns of its codec (see worker/protocol.py, tag "W").
 
     A trace of 23,608 requests holds ~400,000 block ids: one tagged tree node per int would cost
     seconds per call, a few arrays cost milliseconds.

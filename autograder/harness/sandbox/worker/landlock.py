@@ -8,8 +8,8 @@ folders, and write only its own folder (and /dev/null). Where the kernel's ABI h
 and connect are refused (ABI 4) and abstract unix sockets and signals are scoped to the worker's
 own processes (ABI 6: no other grading's worker, nor the grader, can be reached that way).
 
-Three system calls through ctypes (no binding library: this file must run alone from the
-worker's private folder, with the standard library only). Their numbers are the same on x86_64
+Three system calls through ctypes (no binding library: this file runs in the worker's
+private folder, with the standard library only). Their numbers are the same on x86_64
 and aarch64 (the generic syscall table).
 """
 from __future__ import annotations

@@ -1,10 +1,10 @@
 """The wire format, shared by both ends of the sandbox: framing, size caps and the array helpers.
 
-The trusted side imports it as `autograder.harness.sandbox.wireformat`; the worker, which runs as
-`python -I -S -B -c "...import worker..."` from a private folder without this package, imports
-the copy the sandbox places beside it (see `process.launch`). So this module uses the standard
-library only, and takes numpy as an argument (the worker imports numpy only after its limits are
-in force).
+The trusted side imports it as `autograder.harness.sandbox.worker.protocol`; the worker, which runs
+as `python -I -S -B -c "...import worker.main..."` from a private folder without the grader's
+packages, imports the copy of its package the sandbox places there (see `process.launch`). So
+this module uses the standard library only, and takes numpy as an argument (the worker imports
+numpy only after its limits are in force).
 
 A message (both directions): HEADER = (JSON length, total blob length), the UTF-8 JSON header, then
 the blobs back to back; `header["blobs"]` lists the blob lengths. A value is a JSON list whose first
@@ -109,7 +109,7 @@ def read_exact(fd: int, n: int) -> bytearray | None:
 
 def receive(fd: int) -> tuple[dict[str, Any], list[memoryview]] | None:
     """One message from the trusted side, for the worker (trusted, so not validated); None at end
-    of file. The trusted side reads the worker's messages with `wire.Reader`, which validates."""
+    of file. The trusted side reads the worker's messages with `codec.Reader`, which validates."""
     head = read_exact(fd, HEADER.size)
     if head is None:
         return None

@@ -1,7 +1,7 @@
 """The untrusted end of the sandbox: imports the student's modules and answers requests about them.
 
-The trusted side copies this file and `wireformat.py` (with their bytecode) into one private
-folder and starts `python -I -S -B -c "...import worker...; worker.main()" REQ_FD RESP_FD`, that
+The trusted side copies this package (`worker/`, with its bytecode) into one private folder and
+starts `python -I -S -B -c "...import worker.main...; worker.main.main()" REQ_FD RESP_FD`, that
 folder on sys.path for the import only (see `process.launch`), with fd 0 on /dev/null and fds 1
 and 2 on a pipe the trusted side drains, so nothing a student prints can reach the two protocol
 pipes. The first message on REQ_FD (the init message) says where the student's files are, which
@@ -18,11 +18,11 @@ usual), then {"op": "return", "ok": true, "value"} or {"op": "return", "ok": fal
 the stand-ins calling this process's own copies instead (see `Sandbox.library_local`).
 
 Everything here is untrusted once student code has run: the trusted side validates every byte this
-process sends, and never imports this module. The wire format is described in `wireformat.py`.
+process sends, and never imports this module. The wire format is described in `protocol.py`.
 
-Over 400 lines on purpose: this file runs alone, from a private folder, with only `wireformat.py`
-beside it and no package around it, so the worker's whole side (limits, object table, callbacks,
-encoding, exception reports) lives here.
+Over 400 lines on purpose: this package runs alone, from a private folder, with only `protocol.py`
+and `landlock.py` beside this file and nothing of the grader's around it, so the worker's whole
+side (limits, object table, callbacks, encoding, exception reports) lives here.
 """
 from __future__ import annotations
 
@@ -38,9 +38,8 @@ import traceback
 import types
 from typing import Any
 
-# Imported from this file's folder, which the launch puts on sys.path for the import of this one.
-import landlock
-from wireformat import (
+from . import landlock
+from .protocol import (
     ECHO_KEPT_BYTES,
     MAX_CALLBACK_DEPTH,
     MAX_DEPTH,
@@ -621,8 +620,10 @@ def main() -> None:
     volunteer_for_oom()
     forbid_new_privileges()
     unfiltered = refuse_outside_calls()
+    # The sandbox's folder, which holds this package.
+    placed = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     confined = landlock.restrict(
-        [init["seed"], *init["lib_dirs"], *init["site_packages"], os.path.dirname(os.path.abspath(__file__)),
+        [init["seed"], *init["lib_dirs"], *init["site_packages"], placed,
          sys.base_prefix, sys.prefix, os.path.dirname(os.path.realpath(sys.executable)), *sys.path],
         [init["home"]]) if init["landlock"] else "turned off by the grader"
     if not isinstance(confined, str):
