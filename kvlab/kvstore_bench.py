@@ -141,24 +141,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--head-dim", type=int, default=64)
     parser.add_argument("--dtype", default="float16")
     parser.add_argument("--repeats", type=int, default=5)
-    # The course repository's maintainers only (`python -m tools.bench_kvstore --write-docs`): also
-    # write the figures into their section of its docs/performance.md. A student bundle has neither.
-    parser.add_argument("--write-docs", action="store_true", help=argparse.SUPPRESS)
     return parser.parse_args(argv)
 
 
 def main(argv: list[str] | None = None) -> None:
     """Run the benchmark (see the module docstring) and print its table and ratios."""
     args = parse_args(argv)
-    if args.write_docs:
-        try:
-            from tools.bench import publish  # noqa: PLC0415 - the course repository's, not kvlab's
-        except ImportError:
-            raise SystemExit("--write-docs writes the course repository's docs/performance.md: "
-                             "run python -m tools.bench_kvstore --write-docs there") from None
-        rest = [a for a in (sys.argv[1:] if argv is None else argv) if a != "--write-docs"]
-        publish("kvstore", lambda: main(rest))
-        return
     kv_connector = load_connector(args.submission)
     c, n = args.chunk_tokens, args.chunks
     rng = np.random.default_rng(0)

@@ -109,7 +109,7 @@ def test_the_page_has_every_benchs_section() -> None:
 @pytest.mark.parametrize("module_name, section, argv", [
     ("tools.bench_grading", "grading", ["--rounds", "1", "--write-docs", "lecture02"]),
     ("tools.bench", "replay", ["--repeats", "1", "--write-docs"]),
-    ("kvlab.kvstore_bench", "kvstore", ["--write-docs", "--chunks", "2"]),
+    ("tools.bench_kvstore", "kvstore", ["--write-docs", "--chunks", "2"]),
 ])
 def test_each_bench_publishes_its_own_section(monkeypatch: pytest.MonkeyPatch, module_name: str, section: str,
                                               argv: list[str]) -> None:

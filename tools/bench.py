@@ -14,7 +14,7 @@ so timings are the best of several runs and still vary by a few tens of percent.
 
 `--write-docs` also writes what it prints into its own section of docs/performance.md (between
 `<!-- bench:replay -->` and `<!-- /bench:replay -->`). The helpers for that (`write_docs_section`,
-`publish`) live here and serve the other benches too (`tools.bench_grading`, `kvlab.kvstore_bench`).
+`publish`) live here and serve the other benches too (`tools.bench_grading`, `tools.bench_kvstore`).
 """
 from __future__ import annotations
 

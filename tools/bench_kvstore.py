@@ -1,7 +1,8 @@
 """The KV-store benchmark (kvlab.kvstore_bench) on the reference connector, solutions/module06/kv_connector.py.
 
-    python -m tools.bench_kvstore [--backend system|embedded] [kvlab.kvstore_bench's other options]
+    python -m tools.bench_kvstore [--write-docs] [--backend system|embedded] [kvlab.kvstore_bench's other options]
 
+--write-docs also writes the figures into their section of docs/performance.md (`tools.bench.publish`).
 Students run the same benchmark on their own connector from their folder: `make bench-kvstore`, or
 `python -m kvlab.kvstore_bench [--submission DIR]`.
 """
@@ -10,9 +11,26 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from kvlab.kvstore_bench import main
+from kvlab import kvstore_bench
 
 REFERENCE = Path(__file__).resolve().parent.parent / "solutions" / "module06"
 
+
+def main(argv: list[str] | None = None) -> None:
+    """The benchmark on the reference connector; with --write-docs, its figures published too."""
+    argv = sys.argv[1:] if argv is None else argv
+    options = [arg for arg in argv if arg != "--write-docs"]
+
+    def run() -> None:
+        kvstore_bench.main(["--submission", str(REFERENCE), *options])
+
+    if "--write-docs" in argv:
+        from tools.bench import publish  # noqa: PLC0415 - imported when asked, as tools.bench_grading does
+
+        publish("kvstore", run)
+    else:
+        run()
+
+
 if __name__ == "__main__":
-    main(["--submission", str(REFERENCE), *sys.argv[1:]])
+    main()
