@@ -22,14 +22,11 @@ from __future__ import annotations
 import hashlib
 import threading
 from collections import OrderedDict
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import numpy as np
 
 from kvlab.model import Config
-
-if TYPE_CHECKING:
-    from kvlab.testing.store_loan import StoreClient
 
 # What redis-py accepts as a key or value, encoded the way its Encoder does.
 Encodable = bytes | bytearray | memoryview | str | int | float
@@ -180,6 +177,14 @@ def _mget_names(keys: Any, args: tuple[Encodable, ...]) -> tuple[bytes, ...]:
     return tuple(encode(name) for name in [*names, *args])
 
 
+class RunsBatches(Protocol):
+    """What a pipeline sends its queued commands to: a MemoryStore, or a client of one (the tests'
+    `kvlab.testing.store_loan.StoreClient`)."""
+
+    def _run(self, batch: list[tuple[str, tuple[Any, ...]]]) -> list[Any]:
+        """Run `batch`'s commands in order as one round trip; their results, one per command."""
+
+
 class MemoryPipeline:
     """redis-py's `Pipeline` on a MemoryStore: commands are queued, then sent together by `execute`.
 
@@ -193,7 +198,7 @@ class MemoryPipeline:
     len(pipe) is the number of commands queued.
     """
 
-    def __init__(self, store: MemoryStore | StoreClient, transaction: bool = True) -> None:
+    def __init__(self, store: RunsBatches, transaction: bool = True) -> None:
         self.store = store
         self.transaction = transaction
         self._queued: list[tuple[str, tuple[Any, ...]]] = []
