@@ -70,7 +70,7 @@ class NbgraderGradeError(Exception):
 
 
 @dataclass
-class Outcome:
+class StudentGrading:
     """One student's grading: the scores.csv row and what was written for them."""
 
     student: str
@@ -218,7 +218,7 @@ def course_settings(course: Path) -> tuple[str, str]:
 
 
 def grade_course(course: Path, assignment_id: str, *, batch: Path | None = None, jobs: int = 2,
-                 progress: bool = True) -> list[Outcome]:
+                 progress: bool = True) -> list[StudentGrading]:
     """Grade every collected submission of `assignment_id` and write everything the docstring lists."""
     try:
         assignment = load_assignment(assignment_id, REPO_ROOT)
@@ -258,7 +258,7 @@ def grade_course(course: Path, assignment_id: str, *, batch: Path | None = None,
         for row in sorted(rows, key=lambda row: row["submission"]):
             student = row["submission"]
             submitted = submissions[student]
-            outcome = Outcome(student, row)
+            outcome = StudentGrading(student, row)
             try:
                 outcome.notes += record_grades(gradebook, assignment, student, row, _read(submitted / "timestamp.txt"))
                 results_path = batch / student / "results.json"

@@ -7,7 +7,7 @@ starter, the catalog's mutants) through `autograder.harness.run.run`, the code p
 run_autograder, once sandboxed and once in-process, in subprocesses of tests/grade_batch.py; the
 `check_*` functions are the assertions test_suites.py makes on the results.json they write.
 
-The junit half (`read_junit`, `Outcome.data_skip`, `assert_all_not_implemented`) reads the runs of
+The junit half (`read_junit`, `Verdict.data_skip`, `assert_all_not_implemented`) reads the runs of
 the students' own path (`pytest -p kvlab.testing`, `make test` in a bundle) for test_starter.py and
 test_release.py. Every assert carries a message, since a failure here must say what went wrong
 without the reader opening this file.
@@ -72,7 +72,7 @@ LISTED_CHARS = 300
 
 
 @dataclass(frozen=True)
-class Outcome:
+class Verdict:
     """One test's result, from a junit report or from results.json."""
 
     test: str  # junit: "<classname>.<name>"; results.json: "<number> <name>", e.g. "1.3 test_update"
@@ -137,8 +137,8 @@ def failure_message(node: ET.Element) -> str:
     return "\n".join(lines) or text.strip() or node.get("message", "")
 
 
-def read_junit(report: Path) -> list[Outcome]:
-    """One Outcome per test case of a pytest --junitxml report, in report order."""
+def read_junit(report: Path) -> list[Verdict]:
+    """One Verdict per test case of a pytest --junitxml report, in report order."""
     assert report.is_file(), f"pytest wrote no junit report at {report}"
     outcomes = []
     for case in ET.parse(report).iter("testcase"):
@@ -155,22 +155,22 @@ def read_junit(report: Path) -> list[Outcome]:
         else:
             status, message = "passed", ""
         classname = case.get("classname", "")
-        outcomes.append(Outcome(f"{classname}.{case.get('name')}", name, float(points), status, message,
+        outcomes.append(Verdict(f"{classname}.{case.get('name')}", name, float(points), status, message,
                                 public=classname.startswith("assignments.")))
     return outcomes
 
 
-def listing(outcomes: Sequence[Outcome]) -> str:
+def listing(outcomes: Sequence[Verdict]) -> str:
     """One line per outcome for a failure message: task, test, status and the start of its message."""
     return "\n".join(f"  [{o.task}] {o.test}: {o.status}: {o.message[:LISTED_CHARS]}" for o in outcomes)
 
 
-def not_passed(outcomes: Sequence[Outcome]) -> list[Outcome]:
+def not_passed(outcomes: Sequence[Verdict]) -> list[Verdict]:
     """The outcomes that did not pass, the tolerated data skip aside."""
     return [o for o in outcomes if not o.passed and not o.data_skip]
 
 
-def assert_all_not_implemented(outcomes: Sequence[Outcome], output: str) -> None:
+def assert_all_not_implemented(outcomes: Sequence[Verdict], output: str) -> None:
     """Every test failed with a NotImplementedError (the data skip aside); none passed or errored.
 
     `output` is the run's console output, shown when the report holds no test at all.
@@ -319,7 +319,7 @@ class Job:
 
 
 @dataclass(frozen=True)
-class Graded:
+class JobResults:
     """What the grader wrote for one submission, per mode: the results and their outcomes."""
 
     job: Job
@@ -330,13 +330,13 @@ class Graded:
         path = self.job.out / f"{mode}.log"
         return path.read_text(encoding="utf-8", errors="replace") if path.is_file() else "(no log written)"
 
-    def outcomes(self, mode: str) -> list[Outcome]:
+    def outcomes(self, mode: str) -> list[Verdict]:
         """The per-test outcomes of `mode`'s results.json; an AssertionError if the grader failed."""
         results = self.results[mode]
         assert results["extra_data"]["status"] == "graded", (
             f"{self.job.assignment} {self.job.label} ({mode}): the grader failed instead of grading; see the "
             f"grader's log ({self.job.out / f'{mode}.log'}):\n{self.log(mode)[-4000:]}")
-        return [Outcome(f"{t['number']} {t['name']}", t["tags"][0], float(t["max_score"]), t["status"], t["output"],
+        return [Verdict(f"{t['number']} {t['name']}", t["tags"][0], float(t["max_score"]), t["status"], t["output"],
                         public=t["visibility"] != HIDDEN_MARK) for t in results["tests"]]
 
 
@@ -350,7 +350,7 @@ class Graders:
     """
 
     def __init__(self, jobs: Sequence[Job]) -> None:
-        self.futures: dict[tuple[str, str], Future[Graded]] = {(j.assignment, j.label): Future() for j in jobs}
+        self.futures: dict[tuple[str, str], Future[JobResults]] = {(j.assignment, j.label): Future() for j in jobs}
         self._queue: queue.SimpleQueue[Job] = queue.SimpleQueue()
         for job in jobs:
             self._queue.put(job)
@@ -413,7 +413,7 @@ class Graders:
             process = process or self._start()
             try:
                 self._grade(process, job)
-                future.set_result(Graded(job, {mode: json.loads((job.out / f"{mode}.json").read_text(encoding="utf-8"))
+                future.set_result(JobResults(job, {mode: json.loads((job.out / f"{mode}.json").read_text(encoding="utf-8"))
                                                for mode in job.modes}))
             except Exception as error:  # noqa: BLE001 - whatever broke, the job's tests say so
                 future.set_exception(AssertionError(
@@ -447,7 +447,7 @@ class Graders:
             raise RuntimeError(f"the grading process reported {line!r}, not {str(job.out)!r}")
 
 
-def check_modes_agree(graded: Graded) -> None:
+def check_modes_agree(graded: JobResults) -> None:
     """The in-process grade has the sandboxed grade's tests with the same outcome each."""
     sandbox = {o.test: o for o in graded.outcomes("sandbox")}
     inprocess = {o.test: o for o in graded.outcomes("inprocess")}
@@ -460,13 +460,13 @@ def check_modes_agree(graded: Graded) -> None:
                                     for n in differ))
 
 
-def check_solution_passes(outcomes: Sequence[Outcome]) -> None:
+def check_solution_passes(outcomes: Sequence[Verdict]) -> None:
     """The reference solution passes every test."""
     failed = not_passed(outcomes)
     assert not failed, f"the reference solution does not pass {len(failed)} tests:\n{listing(failed)}"
 
 
-def check_points_add_up(suite: Suite, outcomes: Sequence[Outcome]) -> None:
+def check_points_add_up(suite: Suite, outcomes: Sequence[Verdict]) -> None:
     """The tests' points per task equal assignment.json's, and every task has public tests."""
     totals: dict[str, float] = defaultdict(float)
     for outcome in outcomes:
@@ -513,7 +513,7 @@ def check_catalog(suite: Suite) -> None:
         assert functions <= covered[file], f"no mutant breaks {sorted(functions - covered[file])} in {file}"
 
 
-def check_mutant_caught(suite: Suite, mutant: mutants.Mutant, outcomes: Sequence[Outcome]) -> None:
+def check_mutant_caught(suite: Suite, mutant: mutants.Mutant, outcomes: Sequence[Verdict]) -> None:
     """Some test of the sandboxed grade (what students get) fails, in the tasks the mutant names,
     and one message contains its `expect` words."""
     failed = not_passed(outcomes)
@@ -530,6 +530,6 @@ def check_mutant_caught(suite: Suite, mutant: mutants.Mutant, outcomes: Sequence
         f"no failure message of {about} in results.json contains {mutant.expect!r}:\n{listing(failed)}")
 
 
-def fails_a_public_test(outcomes: Sequence[Outcome]) -> bool:
+def fails_a_public_test(outcomes: Sequence[Verdict]) -> bool:
     """Whether a public test (one a student runs before submitting) did not pass."""
     return any(o.public for o in not_passed(outcomes))

@@ -19,7 +19,7 @@ import pytest
 from autograder import corpus
 from autograder.harness.run import CALL_TIMEOUT_ENV
 from suite_support import (
-    Graded, Graders, Job, Outcome, check_modes_agree, fails_a_public_test, listing, not_passed, stand_in_traces, suites,
+    JobResults, Graders, Job, Verdict, check_modes_agree, fails_a_public_test, listing, not_passed, stand_in_traces, suites,
 )
 
 SUITES = suites()
@@ -54,7 +54,7 @@ def sandboxed(assignment: str) -> set[str]:
 
 @pytest.fixture(scope="module")
 def gradings(request: pytest.FixtureRequest,
-             tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[tuple[str, str], Future[Graded]]]:
+             tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[tuple[str, str], Future[JobResults]]]:
     """The gradings of every corpus entry of the assignments this session's tests read, queued at
     once (suite_support.Graders)."""
     wanted = {item.callspec.params["assignment"] for item in request.session.items
@@ -82,7 +82,7 @@ def gradings(request: pytest.FixtureRequest,
     graders.stop()
 
 
-def outcomes(gradings: dict[tuple[str, str], Future[Graded]], assignment: str, label: str) -> list[Outcome]:
+def outcomes(gradings: dict[tuple[str, str], Future[JobResults]], assignment: str, label: str) -> list[Verdict]:
     return gradings[assignment, label].result().outcomes("inprocess")
 
 
@@ -110,19 +110,19 @@ BUG_PARAMS = [pytest.param(a, bug, id=f"{a}-{bug.name}") for a in ASSIGNMENTS fo
 
 @pytest.mark.parametrize(("assignment", "style"), BASE_PARAMS)
 def test_correct_submission_gets_full_marks(assignment: str, style: str,
-                                            gradings: dict[tuple[str, str], Future[Graded]]) -> None:
+                                            gradings: dict[tuple[str, str], Future[JobResults]]) -> None:
     failed = not_passed(outcomes(gradings, assignment, label_of_base(style)))
     assert not failed, f"{assignment}'s correct corpus submission {style} fails {len(failed)} tests:\n{listing(failed)}"
 
 
-def first_hidden_failure(found: list[Outcome]) -> Outcome | None:
+def first_hidden_failure(found: list[Verdict]) -> Verdict | None:
     """The first hidden test, in the suite's order, that did not pass."""
     return next((o for o in found if not o.public and not o.passed), None)
 
 
 @pytest.mark.parametrize(("assignment", "bug"), BUG_PARAMS)
 def test_bug_loses_points_with_a_message_naming_it(assignment: str, bug: corpus.Bug,
-                                                   gradings: dict[tuple[str, str], Future[Graded]]) -> None:
+                                                   gradings: dict[tuple[str, str], Future[JobResults]]) -> None:
     found = outcomes(gradings, assignment, bug.name)
     about = f"{assignment} corpus bug {bug.name} ({bug.bug}; rule: {bug.rule})"
     first = first_hidden_failure(found)
@@ -134,7 +134,7 @@ def test_bug_loses_points_with_a_message_naming_it(assignment: str, bug: corpus.
 
 @pytest.mark.parametrize(("assignment", "bug"), [p for p in BUG_PARAMS if not p.values[1].public_blind])
 def test_bug_fails_a_public_test(assignment: str, bug: corpus.Bug,
-                                 gradings: dict[tuple[str, str], Future[Graded]]) -> None:
+                                 gradings: dict[tuple[str, str], Future[JobResults]]) -> None:
     found = outcomes(gradings, assignment, bug.name)
     assert fails_a_public_test(found), (
         f"{assignment} corpus bug {bug.name} ({bug.bug}) passes every public test, so a student cannot see it "
@@ -142,7 +142,7 @@ def test_bug_fails_a_public_test(assignment: str, bug: corpus.Bug,
 
 
 @pytest.mark.parametrize("assignment", ASSIGNMENTS)
-def test_public_tests_catch_their_share(assignment: str, gradings: dict[tuple[str, str], Future[Graded]]) -> None:
+def test_public_tests_catch_their_share(assignment: str, gradings: dict[tuple[str, str], Future[JobResults]]) -> None:
     missed = [bug.name for bug in BUGS[assignment] if not fails_a_public_test(outcomes(gradings, assignment, bug.name))]
     share = 1 - len(missed) / len(BUGS[assignment])
     assert share >= PUBLIC_SHARE[assignment], (
@@ -153,7 +153,7 @@ def test_public_tests_catch_their_share(assignment: str, gradings: dict[tuple[st
 @pytest.mark.parametrize(("assignment", "label"), [pytest.param(a, label, id=f"{a}-{label}")
                                                    for a in ASSIGNMENTS for label in sorted(sandboxed(a))])
 def test_sandboxed_grading_agrees(assignment: str, label: str,
-                                  gradings: dict[tuple[str, str], Future[Graded]]) -> None:
+                                  gradings: dict[tuple[str, str], Future[JobResults]]) -> None:
     check_modes_agree(gradings[assignment, label].result())
 
 

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from suite_support import HIDDEN_MARK, MODES, REPO, Graded, Graders, Job, check_modes_agree
+from suite_support import HIDDEN_MARK, MODES, REPO, JobResults, Graders, Job, check_modes_agree
 
 
 def test_a_job_that_overruns_fails_alone(tmp_path: Path) -> None:
@@ -49,7 +49,7 @@ PUBLIC_PASSES, HIDDEN_FAILS = ("test_a", "visible", "passed"), ("test_b", HIDDEN
 ], ids=["same-tests", "hidden-missing", "one-more", "public-differs", "hidden-differs"])
 def test_modes_agree_on_every_test(tmp_path: Path, inprocess: dict[str, Any], problem: str | None) -> None:
     job = Job("lecture02", "bug", tmp_path, tmp_path, tmp_path, 1.0, {})
-    graded = Graded(job, {"sandbox": results(PUBLIC_PASSES, HIDDEN_FAILS), "inprocess": inprocess})
+    graded = JobResults(job, {"sandbox": results(PUBLIC_PASSES, HIDDEN_FAILS), "inprocess": inprocess})
     if problem is None:
         check_modes_agree(graded)
     else:

@@ -484,7 +484,7 @@ def sandbox_start(empty: Path) -> tuple[str | None, bool]:
 # ----- grading ----------------------------------------------------------------------------------------
 
 @dataclass
-class Graded:
+class AutograderRun:
     results: dict[str, Any] | None  # None: no results.json at all
     problem: str | None  # why results.json is missing or invalid
     log: str  # run_autograder's stdout and stderr (the staff's log on Gradescope)
@@ -494,9 +494,9 @@ class Graded:
 
 
 @dataclass
-class Outcome:
-    hostile: Graded
-    clean: Graded  # the reference, graded in the same folder after the case's chain (see run_chain)
+class CaseOutcome:
+    hostile: AutograderRun
+    clean: AutograderRun  # the reference, graded in the same folder after the case's chain (see run_chain)
     chain: list[str]  # the cases graded in that folder before the reference, this one among them
     changed: dict[str, list[str]]
     stray: list[str]
@@ -612,7 +612,7 @@ def make_layout(root: Path, package: Path) -> Path:
     return root
 
 
-def grade(layout: Path, files: dict[str, str], env: dict[str, str], budget: float) -> Graded:
+def grade(layout: Path, files: dict[str, str], env: dict[str, str], budget: float) -> AutograderRun:
     """Put `files` in the layout's submission/ and run source/run_autograder as Gradescope does."""
     submission = layout / "submission"
     shutil.rmtree(submission, ignore_errors=True)
@@ -640,7 +640,7 @@ def grade(layout: Path, files: dict[str, str], env: dict[str, str], budget: floa
         validate(results)
     except Exception as error:  # noqa: BLE001 - any way the file is unusable is the finding
         problem = f"{type(error).__name__}: {str(error)[:500]}"
-    return Graded(results, problem, out.decode(errors="replace"), seconds, memory_peak, oom_kills)
+    return AutograderRun(results, problem, out.decode(errors="replace"), seconds, memory_peak, oom_kills)
 
 
 def chains(cases: list[Case]) -> list[list[Case]]:
@@ -654,7 +654,7 @@ def chains(cases: list[Case]) -> list[list[Case]]:
     return result
 
 
-def run_chain(chain: list[Case], package: Path, base: Path, env: dict[str, str]) -> dict[str, Outcome]:
+def run_chain(chain: list[Case], package: Path, base: Path, env: dict[str, str]) -> dict[str, CaseOutcome]:
     """The chain's cases one after another in one folder laid out like /autograder, as successive
     submissions, then the reference solution: what each grading leaves there is checked after it,
     and whatever a case planted has every later grading of the chain to run in."""
@@ -678,7 +678,7 @@ def run_chain(chain: list[Case], package: Path, base: Path, env: dict[str, str])
     after_clean = {part + " (after the reference's grading)": paths
                    for part, paths in differences(before, environment(layout)).items()}
     names = [case.name for case in chain]
-    return {case.name: Outcome(hostile, clean, names, {**changed, **after_clean}, stray, sorted(os.listdir(marker)),
+    return {case.name: CaseOutcome(hostile, clean, names, {**changed, **after_clean}, stray, sorted(os.listdir(marker)),
                                submitted)
             for case, marker, submitted, hostile, changed, stray in graded}
 
@@ -695,8 +695,8 @@ def stray_processes(layout: Path) -> list[str]:
 
 @dataclass
 class Campaign:
-    honest: dict[str, Graded]
-    outcomes: dict[str, Outcome]
+    honest: dict[str, AutograderRun]
+    outcomes: dict[str, CaseOutcome]
     sandbox_before: set[int]  # sandbox processes (of other gradings on this machine) before the suite
     sandbox_after: set[int]  # and right after its last grading
     seconds: float

@@ -31,7 +31,7 @@ from autograder.harness.sandbox import identity
 from suite_support import ASSIGNMENT_IDS
 from test_hostile import (
     ASSIGNMENT, CALL_TIMEOUT, CAMPAIGN_TIMEOUT, GRADER_HEADROOM_BYTES, GRADER_MEMORY_BYTES, HOSTILE_DIR, IS_ROOT,
-    PARALLEL, READABLE_PYTHON, REPO, SITE_PACKAGES, SOLUTION, Graded, all_text, gradescope_env, leaks,
+    PARALLEL, READABLE_PYTHON, REPO, SITE_PACKAGES, SOLUTION, AutograderRun, all_text, gradescope_env, leaks,
     memory_limited, passed_tests, release_cgroup,
 )
 
@@ -326,7 +326,7 @@ def mode_env(mode: str, env: dict[str, str], user: OrdinaryUser | None) -> dict[
 
 
 def grade_tasks(assignment: str, submission: Path, tests_root: Path, env: dict[str, str],
-                user: OrdinaryUser | None = None) -> Graded:
+                user: OrdinaryUser | None = None) -> AutograderRun:
     """Grade `submission` against `tests_root` in a subprocess, sandboxed, as the grader does, on
     `env`'s KVLAB_PYTHON where it names one (see gradescope_env); as `user` if given (its folders
     must then be under user.work)."""
@@ -344,15 +344,15 @@ def grade_tasks(assignment: str, submission: Path, tests_root: Path, env: dict[s
         validate(graded)
     except Exception as error:  # noqa: BLE001 - any way the file is unusable is the finding
         graded, problem = None, f"{type(error).__name__}: {str(error)[:500]}"
-    return Graded(graded, problem, done.stdout[-4000:] + done.stderr[-4000:], seconds, memory_peak, oom_kills)
+    return AutograderRun(graded, problem, done.stdout[-4000:] + done.stderr[-4000:], seconds, memory_peak, oom_kills)
 
 
 @dataclass
 class TaskCampaign:
-    honest: dict[tuple[str, str, tuple[str, ...]], Graded]  # TaskCase.key -> the honest part's grading
-    hostile: dict[str, tuple[Graded, str]]  # case name -> (grading, what was submitted)
+    honest: dict[tuple[str, str, tuple[str, ...]], AutograderRun]  # TaskCase.key -> the honest part's grading
+    hostile: dict[str, tuple[AutograderRun, str]]  # case name -> (grading, what was submitted)
     # (assignment, mode) -> its reference graded in that mode (for every mode this machine grades in)
-    references: dict[tuple[str, str], Graded]
+    references: dict[tuple[str, str], AutograderRun]
 
 
 # The line of a harvest payload where the outputs it answers from are pasted (as a student would paste
@@ -366,8 +366,8 @@ def harvested(payload: str, outputs: list[str]) -> str:
     return payload.replace(HARVEST_LINE, f"_OUTPUTS = {outputs!r}")
 
 
-def harvest_then_grade(case: TaskCase, honest: concurrent.futures.Future[Graded], target: Path, tests_root: Path,
-                       env: dict[str, str], user: OrdinaryUser | None) -> Graded:
+def harvest_then_grade(case: TaskCase, honest: concurrent.futures.Future[AutograderRun], target: Path, tests_root: Path,
+                       env: dict[str, str], user: OrdinaryUser | None) -> AutograderRun:
     """The harvest case's second submission: the honest part's outputs pasted into the payload, graded."""
     graded = honest.result()
     outputs = [test["output"] for test in graded.results["tests"]] if graded.results else []

@@ -46,7 +46,7 @@ def reference(name: str) -> ModuleType:
 
 
 def serve(connector: Any, prompt: list[int], params: dict[str, np.ndarray]) -> Any:
-    """One request through a new engine (empty block pool) with `connector`: its Request when done."""
+    """One request through a new engine (empty block pool) with `connector`: its RequestState when done."""
     engine = engine_module.Engine(reference("block_manager").BlockManager(BLOCKS, BLOCK), CFG, params,
                                   keep_logits=True, kv_connector=connector)
     request = engine.add_request(prompt, 2)

@@ -28,7 +28,7 @@ import pytest
 from autograder import mutants
 from autograder.harness.run import CALL_TIMEOUT_ENV
 from suite_support import (
-    MODES, REPO, Graded, Graders, Job, Suite, assert_all_not_implemented, check_asserts_have_messages,
+    MODES, REPO, JobResults, Graders, Job, Suite, assert_all_not_implemented, check_asserts_have_messages,
     check_catalog, check_modes_agree, check_mutant_caught, check_points_add_up, check_solution_passes,
     fails_a_public_test, listing, stand_in_traces, suites, task_markers,
 )
@@ -52,7 +52,7 @@ SANDBOXED_MUTANTS = 2
 
 @pytest.fixture(scope="module")
 def gradings(request: pytest.FixtureRequest,
-             tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[tuple[str, str], Future[Graded]]]:
+             tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[tuple[str, str], Future[JobResults]]]:
     """The grading of every submission this session's tests read, by (assignment, label), all
     queued at once for PARALLEL_RUNS grading processes (suite_support.Graders)."""
     wanted: dict[str, set[str]] = {}
@@ -106,19 +106,19 @@ def longest_first(job: Job) -> tuple[bool, float, bool]:
     return job.label != "reference", -job.seconds, job.label == "starter"
 
 
-def graded(gradings: dict[tuple[str, str], Future[Graded]], assignment: str, label: str) -> Graded:
+def graded(gradings: dict[tuple[str, str], Future[JobResults]], assignment: str, label: str) -> JobResults:
     return gradings[assignment, label].result()
 
 
 @pytest.fixture
-def graded_baseline(gradings: dict[tuple[str, str], Future[Graded]],
-                    assignment: str) -> dict[str, Graded]:
+def graded_baseline(gradings: dict[tuple[str, str], Future[JobResults]],
+                    assignment: str) -> dict[str, JobResults]:
     """The reference's and the starter's grades."""
     return {label: graded(gradings, assignment, label) for label in BASELINES}
 
 
 @pytest.fixture
-def graded_catalog(gradings: dict[tuple[str, str], Future[Graded]], assignment: str) -> dict[str, Graded]:
+def graded_catalog(gradings: dict[tuple[str, str], Future[JobResults]], assignment: str) -> dict[str, JobResults]:
     """Every mutant's grade, by name."""
     return {m.name: graded(gradings, assignment, m.name) for m in SUITES[assignment].catalog}
 
@@ -128,18 +128,18 @@ ASSIGNMENTS = pytest.mark.parametrize("assignment", sorted(SUITES))
 
 @ASSIGNMENTS
 @pytest.mark.parametrize("mode", MODES)
-def test_solution_passes_every_test(graded_baseline: dict[str, Graded], mode: str) -> None:
+def test_solution_passes_every_test(graded_baseline: dict[str, JobResults], mode: str) -> None:
     check_solution_passes(graded_baseline["reference"].outcomes(mode))
 
 
 @ASSIGNMENTS
-def test_points_add_up_to_assignment_json(assignment: str, graded_baseline: dict[str, Graded]) -> None:
+def test_points_add_up_to_assignment_json(assignment: str, graded_baseline: dict[str, JobResults]) -> None:
     check_points_add_up(SUITES[assignment], graded_baseline["reference"].outcomes("sandbox"))
 
 
 @ASSIGNMENTS
 @pytest.mark.parametrize("mode", MODES)
-def test_starter_fails_every_test_not_implemented(graded_baseline: dict[str, Graded], mode: str) -> None:
+def test_starter_fails_every_test_not_implemented(graded_baseline: dict[str, JobResults], mode: str) -> None:
     starter = graded_baseline["starter"]
     assert_all_not_implemented(starter.outcomes(mode), starter.results[mode]["output"])
     assert starter.results[mode]["score"] == 0, f"the starter scores {starter.results[mode]['score']} ({mode}), not 0"
@@ -147,7 +147,7 @@ def test_starter_fails_every_test_not_implemented(graded_baseline: dict[str, Gra
 
 @ASSIGNMENTS
 @pytest.mark.parametrize("label", BASELINES)
-def test_modes_agree_on_baseline(graded_baseline: dict[str, Graded], label: str) -> None:
+def test_modes_agree_on_baseline(graded_baseline: dict[str, JobResults], label: str) -> None:
     check_modes_agree(graded_baseline[label])
 
 
@@ -193,7 +193,7 @@ MUTANTS = [pytest.param(name, mutant, id=f"{name}-{mutant.name}")
 
 @pytest.mark.parametrize(("assignment", "mutant"), MUTANTS)
 def test_mutant_is_caught(assignment: str, mutant: mutants.Mutant,
-                          gradings: dict[tuple[str, str], Future[Graded]]) -> None:
+                          gradings: dict[tuple[str, str], Future[JobResults]]) -> None:
     grade = graded(gradings, assignment, mutant.name)
     check_mutant_caught(SUITES[assignment], mutant, grade.outcomes("inprocess"))
     if mutant.name in sandboxed(assignment):
@@ -202,7 +202,7 @@ def test_mutant_is_caught(assignment: str, mutant: mutants.Mutant,
 
 @pytest.mark.parametrize(("assignment", "mutant"), [p for p in MUTANTS if not p.values[1].public_blind])
 def test_mutant_fails_a_public_test(assignment: str, mutant: mutants.Mutant,
-                                    gradings: dict[tuple[str, str], Future[Graded]]) -> None:
+                                    gradings: dict[tuple[str, str], Future[JobResults]]) -> None:
     outcomes = graded(gradings, assignment, mutant.name).outcomes("inprocess")
     assert fails_a_public_test(outcomes), (
         f"mutant {mutant.name} ({mutant.description}) passes every public test, so a student cannot see it "
@@ -211,7 +211,7 @@ def test_mutant_fails_a_public_test(assignment: str, mutant: mutants.Mutant,
 
 
 @ASSIGNMENTS
-def test_hidden_walks_show_no_expected_value(assignment: str, graded_catalog: dict[str, Graded]) -> None:
+def test_hidden_walks_show_no_expected_value(assignment: str, graded_catalog: dict[str, JobResults]) -> None:
     shown = [f"{name}: {outcome.test}: {outcome.message[:300]}" for name, grade in sorted(graded_catalog.items())
              for outcome in grade.outcomes("inprocess") if not outcome.public and not outcome.passed
              and WALK_MESSAGE.search(outcome.message) and EXPECTED_VALUE.search(outcome.message)]
@@ -219,7 +219,7 @@ def test_hidden_walks_show_no_expected_value(assignment: str, graded_catalog: di
 
 
 @ASSIGNMENTS
-def test_most_mutants_fail_a_public_test(assignment: str, graded_catalog: dict[str, Graded]) -> None:
+def test_most_mutants_fail_a_public_test(assignment: str, graded_catalog: dict[str, JobResults]) -> None:
     blind = sorted(name for name, grade in graded_catalog.items() if not fails_a_public_test(grade.outcomes("inprocess")))
     share = 1 - len(blind) / len(graded_catalog)
     assert share >= PUBLIC_SHARE, (f"only {share:.0%} of {assignment}'s mutants fail a public test "

@@ -20,7 +20,7 @@ Each step (`Engine.step`): admit at most one waiting request (first come, first 
 that does not fit blocks the ones behind it) and prefill it, then decode one token for every running
 request that had already produced one, in admission order. Prefill computes only the suffix the
 manager did not report as cached: `forward` over tokens[num_computed:], counted per request with
-`kvlab.counter` (`Request.prefill_positions`). Sampling is greedy (argmax, lowest index on a tie).
+`kvlab.counter` (`RequestState.prefill_positions`). Sampling is greedy (argmax, lowest index on a tie).
 The engine checks what the manager returns (types, counts, ranges) and raises `ManagerError` with a
 description when it is malformed, rather than computing with it.
 
@@ -71,7 +71,7 @@ class EngineError(ValueError):
 
 
 @dataclass
-class Request:
+class RequestState:
     """One request's state in the engine.
 
     `tokens`: the prompt followed by the output so far. `block_ids`: the engine's copy of the
@@ -114,7 +114,7 @@ class Event:
 class _BlockTableCache:
     """`forward`'s KV-cache protocol (batch 1) over one request's block table in the engine's pool."""
 
-    def __init__(self, engine: Engine, request: Request) -> None:
+    def __init__(self, engine: Engine, request: RequestState) -> None:
         self.engine, self.request = engine, request
         self.length = request.kv_length
 
@@ -140,7 +140,7 @@ class Engine:
 
     `params` default to `init_params(cfg, WEIGHT_SEED, dtype)`. `eos_token_id`: generation of a
     request also stops when it samples this token (finish reason "stop"; otherwise "length").
-    `keep_logits`: keep each output token's logits in `Request.logits` (tests).
+    `keep_logits`: keep each output token's logits in `RequestState.logits` (tests).
 
     Counters over every request, added to when the work is done (so a request aborted after its
     prefill still counts): `prefill_positions` (positions run through `forward` while prefilling),
@@ -159,9 +159,9 @@ class Engine:
         self.k_pool = np.zeros(shape, dtype=dtype)
         self.v_pool = np.zeros(shape, dtype=dtype)
         self.eos_token_id, self.keep_logits, self.kv_connector = eos_token_id, keep_logits, kv_connector
-        self.waiting: deque[Request] = deque()
-        self.running: list[Request] = []
-        self.requests: dict[str, Request] = {}
+        self.waiting: deque[RequestState] = deque()
+        self.running: list[RequestState] = []
+        self.requests: dict[str, RequestState] = {}
         self.preemptions = self.prefill_positions = self.loaded_positions = 0
         self._ids = itertools.count()
 
@@ -171,7 +171,7 @@ class Engine:
         return min(self.cfg.max_seq, self.num_blocks * self.block_size) - n_prompt + 1
 
     def add_request(self, prompt: Sequence[int], max_tokens: int, request_id: str | None = None,
-                    stop_token_ids: Sequence[int] = ()) -> Request:
+                    stop_token_ids: Sequence[int] = ()) -> RequestState:
         """Queue a request (prompt: token ids, max_tokens >= 1). EngineError when it can never fit.
 
         Generation stops after max_tokens tokens (finish reason "length"), or after sampling
@@ -189,7 +189,7 @@ class Engine:
         request_id = request_id if request_id is not None else f"req-{next(self._ids)}"
         if request_id in self.requests:
             raise EngineError(f"request id {request_id!r} is in use")
-        request = Request(request_id, prompt, int(max_tokens), tuple(int(t) for t in stop_token_ids))
+        request = RequestState(request_id, prompt, int(max_tokens), tuple(int(t) for t in stop_token_ids))
         self.requests[request_id] = request
         self.waiting.append(request)
         return request
@@ -223,7 +223,7 @@ class Engine:
                 events.append(self._emit(request, self._run_positions(request, [request.output[-1]])))
         return events
 
-    def _admit(self, request: Request) -> bool:
+    def _admit(self, request: RequestState) -> bool:
         answer = self.manager.allocate(request.request_id, request.tokens)
         if answer is None:
             if not self.running:
@@ -238,7 +238,7 @@ class Engine:
         self.running.append(request)
         return True
 
-    def _prefill(self, request: Request) -> np.ndarray:
+    def _prefill(self, request: RequestState) -> np.ndarray:
         tokens = request.tokens
         if self.kv_connector is not None:
             self._load_from_connector(request, tokens)
@@ -250,7 +250,7 @@ class Engine:
             self.kv_connector.store(tokens, self._gather(request, len(tokens)))
         return logits
 
-    def _load_from_connector(self, request: Request, tokens: list[int]) -> None:
+    def _load_from_connector(self, request: RequestState, tokens: list[int]) -> None:
         loadable = min(int(self.kv_connector.lookup(tokens)), len(tokens) - 1)
         if loadable <= request.kv_length:
             return
@@ -272,7 +272,7 @@ class Engine:
         request.num_loaded = loadable - start
         self.loaded_positions += request.num_loaded
 
-    def _gather(self, request: Request, n: int) -> np.ndarray:
+    def _gather(self, request: RequestState, n: int) -> np.ndarray:
         """The KV of the request's first n positions: [L, 2, n, Hkv, d]."""
         positions = np.arange(n)
         blocks = np.asarray(request.block_ids, dtype=np.int64)[positions // self.block_size]
@@ -281,7 +281,7 @@ class Engine:
         v = self.v_pool[blocks, :, offsets].transpose(1, 0, 2, 3)
         return np.stack([k, v], axis=1)
 
-    def _reserve_next(self, request: Request) -> bool:
+    def _reserve_next(self, request: RequestState) -> bool:
         """Blocks for the request's newest token, preempting the newest running requests while none is free.
 
         False when the request itself had to be preempted.
@@ -296,7 +296,7 @@ class Engine:
             if victim is request:
                 return False
 
-    def _preempt(self, request: Request) -> None:
+    def _preempt(self, request: RequestState) -> None:
         self.manager.free(request.request_id)
         self.running.remove(request)
         request.block_ids, request.kv_length = [], 0
@@ -304,14 +304,14 @@ class Engine:
         self.preemptions += 1
         self.waiting.appendleft(request)
 
-    def _run_positions(self, request: Request, tokens: list[int]) -> np.ndarray:
+    def _run_positions(self, request: RequestState, tokens: list[int]) -> np.ndarray:
         """Forward `tokens` at the request's next positions; the last position's logits [V]."""
         cache = _BlockTableCache(self, request)
         logits = forward(self.params, self.cfg, np.asarray(tokens, dtype=np.int64)[None], cache=cache, last_only=True)
         request.kv_length = cache.length
         return logits[0, -1]
 
-    def _emit(self, request: Request, logits: np.ndarray) -> Event:
+    def _emit(self, request: RequestState, logits: np.ndarray) -> Event:
         token = int(np.argmax(logits))
         request.output.append(token)
         if self.keep_logits:
@@ -343,7 +343,7 @@ def _check_ids(ids: Any, what: str, num_blocks: int) -> list[int]:
     return [int(b) for b in ids]
 
 
-def _check_allocation(answer: Any, request: Request, block_size: int, num_blocks: int) -> tuple[int, list[int]]:
+def _check_allocation(answer: Any, request: RequestState, block_size: int, num_blocks: int) -> tuple[int, list[int]]:
     what = f"allocate({request.request_id!r}, {len(request.tokens)} tokens)"
     if not isinstance(answer, (list, tuple)) or len(answer) != 2:
         raise ManagerError(f"{what} should return (num_computed, block_ids) or None; got {answer!r:.200}")
@@ -360,7 +360,7 @@ def _check_allocation(answer: Any, request: Request, block_size: int, num_blocks
     return int(num_computed), ids
 
 
-def _check_new_blocks(new: Any, request: Request, block_size: int, num_blocks: int) -> list[int]:
+def _check_new_blocks(new: Any, request: RequestState, block_size: int, num_blocks: int) -> list[int]:
     what = f"append_tokens({request.request_id!r}, 1 token) at position {request.kv_length}"
     new = _check_ids(new, f"the new blocks of {what}", num_blocks)
     want = -(-(request.kv_length + 1) // block_size) - len(request.block_ids)
@@ -383,7 +383,7 @@ def run_requests(manager: Any, cfg: Config, requests: Sequence[dict[str, Any]], 
     lists unless keep_logits), "steps": int}. ManagerError when the manager misbehaves visibly.
     """
     engine = Engine(manager, cfg, init_params(cfg, seed), keep_logits=keep_logits)
-    queued: list[Request] = []
+    queued: list[RequestState] = []
     pending = [dict(r) for r in requests]
     steps = 0
     while pending or engine.has_unfinished():
