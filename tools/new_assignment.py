@@ -6,7 +6,8 @@ Every `*.tmpl` file of the template is written to the same path in the repositor
 replaced by ID (in its path and its text) and `.tmpl` dropped, then `make starter` runs for the new
 assignment. The result is a one-task example (`mean`) with each part an assignment needs: the
 solution with solution markers, the generated starter, assignment.json, a handout, a public and a
-hidden test, a bug catalog with one mutant, and a demo. It passes every repository check as it is;
+hidden test that both call the check's body in the public `<id>_checks.py` with their own inputs, a bug
+catalog with one mutant, and a demo. It passes every repository check as it is;
 no other file of the repository needs an edit (every tool finds assignments with
 autograder.assignment.discover). Replace the example with the assignment's content.
 """

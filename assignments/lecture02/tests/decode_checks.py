@@ -162,6 +162,28 @@ def stored_problem(
             f"stored at positions length .. length+T-1 ({length} .. {S - 1}) and returned there")
 
 
+def returned_positions_problem(student: Any, cfg: Config, batch: int, keys: np.ndarray, values: np.ndarray,
+                               chunks: Sequence[int]) -> str | None:
+    """keys/values [L, batch, sum(chunks), Hkv, d] stored chunk by chunk (store_steps) in new caches,
+    both ways: every update must return the pair (K, V) of every position stored so far in its layer."""
+    for replies in both_ways(student, lambda: student.kv_decode.KVCache(cfg, batch), store_steps(keys, values, chunks)):
+        start = 0
+        for T in chunks:
+            end = start + T
+            for layer in range(cfg.n_layers):
+                returned = replies.next()
+                if not (isinstance(returned, (tuple, list)) and len(returned) == 2):
+                    return f"update(layer={layer}, k, v) should return a pair (K, V); got {type(returned).__name__}"
+                for name, got, stored in (("K", returned[0], keys), ("V", returned[1], values)):
+                    problem = stored_problem(f"{name} returned by update on {describe(cfg)}, batch {batch}",
+                                             got, stored[layer, :, :end], start, layer, stored[:, :, :end])
+                    if problem:
+                        return problem
+            replies.next()  # advance(T)
+            start = end
+    return None
+
+
 def nbytes_problem(actual: Any, cfg: Config, batch: int, length: int, itemsize: int, max_seq: int, *,
                    reveal: bool = True) -> str | None:
     """nbytes() against 2 * L * B * length * Hkv * d * itemsize, naming the factor that is off.
@@ -710,6 +732,46 @@ def fill_problem(made: str, error: BaseException | None, size: int, T: int, star
             f"length + T > max_seq.{override}")
 
 
+def filling_problem(student: Any, cfg: Config, batch: int, max_seq: int | None, size: int, keys: np.ndarray,
+                    values: np.ndarray, chunks: Sequence[int]) -> str | None:
+    """keys/values [L, batch, size, Hkv, d] stored chunk by chunk, both ways, in new caches made with
+    max_seq=`max_seq` (limit `size`; sum(chunks) == size): none of it may raise (fill_problem)."""
+    made = f"KVCache(cfg with max_seq={cfg.max_seq}, batch={batch}, max_seq={max_seq})"
+    for replies in both_ways(student, lambda: student.kv_decode.KVCache(cfg, batch, max_seq=max_seq),
+                             store_steps(keys, values, chunks)):
+        start = 0
+        for T in chunks:
+            error = exception_from(replies.take, cfg.n_layers + 1)
+            problem = fill_problem(made, error, size, T, start,
+                                   model_max_seq=None if max_seq is None else cfg.max_seq)
+            if problem:
+                return problem
+            start += T
+    return None
+
+
+def past_limit_problem(student: Any, cfg: Config, batch: int, max_seq: int | None, size: int, keys: np.ndarray,
+                       values: np.ndarray) -> str | None:
+    """keys/values [L, batch, S > size, Hkv, d]: storing all S tokens in a new cache made with
+    max_seq=`max_seq` (limit `size`) must raise ValueError, and so must one token after filling
+    caches to exactly `size`, both ways (limit_problem)."""
+    made = f"KVCache(cfg with max_seq={cfg.max_seq}, batch={batch}, max_seq={max_seq})"
+    ignored = max_seq is not None and max_seq != cfg.max_seq
+    fresh = student.kv_decode.KVCache(cfg, batch, max_seq=max_seq)
+    error = exception_from(fresh.update, 0, keys[0], values[0])
+    problem = limit_problem(made, error, size, keys.shape[2], 0, ignored)
+    if problem:
+        return problem
+    for replies in both_ways(student, lambda: student.kv_decode.KVCache(cfg, batch, max_seq=max_seq),
+                             store_steps(keys[:, :, :size], values[:, :, :size], (size,))):
+        replies.take(cfg.n_layers + 1)
+        error = exception_from(replies.target.update, 0, keys[0, :, size:size + 1], values[0, :, size:size + 1])
+        problem = limit_problem(made, error, size, 1, size, ignored)
+        if problem:
+            return problem
+    return None
+
+
 def float32_decode_problem(student: Any, config: str, batch: int, length: int, seed: int, n_new: int) -> str | None:
     """greedy_decode with float32 params against the float32 reference, to FLOAT32_LOGIT_ATOL."""
     cfg, params = CONFIGS[config], params_for(config, dtype=np.float32)
@@ -737,3 +799,27 @@ def tie_problem(student: Any, seeds: range, n_new: int) -> str | None:
     )
     result = decoded(student, params, cfg, prompt, n_new)
     return decode_problem(result, prompt, n_new, expected_tokens, expected_logits, params, cfg)
+
+
+def positions_once_problem(student: Any, config: str, batch: int, prompt_len: int, n_new: int,
+                           seed: int) -> str | None:
+    """greedy_decode of a [batch, prompt_len] prompt on CONFIGS[config], counted: each position
+    through forward once (count_problem), the reference's tokens and logits (decode_problem), and
+    work that grows linearly with n_new (work_problem)."""
+    cfg, params = CONFIGS[config], params_for(config)
+    prompt = prompt_for(cfg, batch, prompt_len, seed=seed)
+    result, counts = student.call(
+        "kvlab.counter:run_counted", student.kv_decode.greedy_decode, params, cfg, prompt, n_new
+    )
+    expected_tokens, expected_logits = generate(params, cfg, prompt, n_new)
+    return count_problem(counts, prompt_len, n_new, batch) or decode_problem(
+        result, prompt, n_new, expected_tokens, expected_logits, params, cfg
+    ) or work_problem(student)
+
+
+def zero_new_problem(student: Any, config: str, batch: int, prompt_len: int, seed: int) -> str | None:
+    """greedy_decode(..., n_new=0) of a [batch, prompt_len] prompt: the prompt back, and no forward call."""
+    cfg, params = CONFIGS[config], params_for(config)
+    prompt = prompt_for(cfg, batch, prompt_len, seed=seed)
+    result, counts = student.call("kvlab.counter:run_counted", student.kv_decode.greedy_decode, params, cfg, prompt, 0)
+    return decode_problem(result, prompt, 0, prompt, [], params, cfg) or count_problem(counts, prompt_len, 0, batch)

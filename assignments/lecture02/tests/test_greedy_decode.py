@@ -12,7 +12,8 @@ from typing import Any
 import pytest
 
 from decode_checks import (
-    CONFIGS, count_problem, decode_problem, decoded, float32_decode_problem, params_for, prompt_for, tie_problem, work_problem,
+    CONFIGS, decode_problem, decoded, float32_decode_problem, params_for, positions_once_problem, prompt_for,
+    tie_problem, zero_new_problem,
 )
 from kvlab.model import generate
 
@@ -39,27 +40,16 @@ def test_small_decode_matches_generate(student: Any) -> None:
 
 @pytest.mark.task("greedy_decode", points=1)
 def test_zero_new_tokens_returns_the_prompt(student: Any) -> None:
-    cfg, params = CONFIGS["GQA"], params_for("GQA")
-    prompt = prompt_for(cfg, 1, 4, seed=4)
-    result, counts = student.call("kvlab.counter:run_counted", student.kv_decode.greedy_decode, params, cfg, prompt, 0)
-    problem = decode_problem(result, prompt, 0, prompt, [], params, cfg) or count_problem(counts, 4, 0, 1)
+    problem = zero_new_problem(student, "GQA", batch=1, prompt_len=4, seed=4)
     assert problem is None, problem
 
 
 @pytest.mark.task("greedy_decode", points=1)
 @pytest.mark.parametrize(("batch", "prompt_len", "n_new"), [(1, 2, 3), (3, 5, 4)])
 def test_forward_sees_each_position_once(student: Any, batch: int, prompt_len: int, n_new: int) -> None:
-    cfg, params = CONFIGS["MQA"], params_for("MQA")
-    prompt = prompt_for(cfg, batch, prompt_len, seed=40 + n_new)
-    result, counts = student.call(
-        "kvlab.counter:run_counted", student.kv_decode.greedy_decode, params, cfg, prompt, n_new
-    )
-    expected_tokens, expected_logits = generate(params, cfg, prompt, n_new)
-    # And the work must grow linearly with n_new (decode_checks.work_problem: the CPU time of 16
-    # and of 96 new tokens), however the logits are computed.
-    problem = count_problem(counts, prompt_len, n_new, batch) or decode_problem(
-        result, prompt, n_new, expected_tokens, expected_logits, params, cfg
-    ) or work_problem(student)
+    # And the right tokens, and work that grows linearly with n_new (decode_checks.work_problem: the
+    # CPU time of 16 and of 96 new tokens), however the logits are computed.
+    problem = positions_once_problem(student, "MQA", batch, prompt_len, n_new, seed=40 + n_new)
     assert problem is None, problem
 
 

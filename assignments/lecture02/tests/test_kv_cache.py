@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 
 from decode_checks import (
-    CONFIGS, LENGTH, NBYTES, both_ways, describe, exception_from, fill_problem, kv_chunk, limit_problem, nbytes_problem,
-    store_steps, stored_problem,
+    CONFIGS, LENGTH, NBYTES, both_ways, exception_from, filling_problem, kv_chunk, nbytes_problem, past_limit_problem,
+    returned_positions_problem, store_steps,
 )
 from kvlab.model import TINY, config_like
 
@@ -37,19 +37,8 @@ def test_update_returns_every_stored_position(student: Any) -> None:
     keys, values = kv_chunk(cfg, BATCH, 5, seed=20), kv_chunk(cfg, BATCH, 5, seed=21)
     # A 2-token prompt, two more tokens at once (T > 1 at length > 0, as a chunked prefill sends them),
     # then one decode token: every update must return all the positions stored so far.
-    for replies in both_ways(student, lambda: student.kv_decode.KVCache(cfg, BATCH),
-                             store_steps(keys, values, (2, 2, 1))):
-        for start, end in ((0, 2), (2, 4), (4, 5)):
-            for layer in range(cfg.n_layers):
-                returned = replies.next()
-                assert isinstance(returned, (tuple, list)) and len(returned) == 2, (
-                    f"update(layer={layer}, k, v) should return a pair (K, V); got {type(returned).__name__}"
-                )
-                for name, got, stored in (("K", returned[0], keys), ("V", returned[1], values)):
-                    problem = stored_problem(f"{name} returned by update on {describe(cfg)}, batch {BATCH}",
-                                             got, stored[layer, :, :end], start, layer, stored[:, :, :end])
-                    assert problem is None, problem
-            replies.next()  # advance(end - start)
+    problem = returned_positions_problem(student, cfg, BATCH, keys, values, (2, 2, 1))
+    assert problem is None, problem
 
 
 @pytest.mark.task("kv_cache", points=1)
@@ -119,17 +108,8 @@ LIMITS = {
 def test_cache_fills_to_exactly_max_seq(student: Any, limit: str) -> None:
     cfg, max_seq, size = LIMITS[limit]
     keys, values = kv_chunk(cfg, 2, size, seed=28), kv_chunk(cfg, 2, size, seed=29)
-    made = f"KVCache(cfg with max_seq={cfg.max_seq}, batch=2, max_seq={max_seq})"
-    chunks = (1, size - 1)
-    for replies in both_ways(student, lambda: student.kv_decode.KVCache(cfg, 2, max_seq=max_seq),
-                             store_steps(keys, values, chunks)):
-        start = 0
-        for T in chunks:
-            error = exception_from(replies.take, cfg.n_layers + 1)
-            problem = fill_problem(made, error, size, T, start,
-                                   model_max_seq=None if max_seq is None else cfg.max_seq)
-            assert problem is None, problem
-            start += T
+    problem = filling_problem(student, cfg, 2, max_seq, size, keys, values, (1, size - 1))
+    assert problem is None, problem
 
 
 @pytest.mark.task("kv_cache", points=2 / len(LIMITS))
@@ -137,15 +117,5 @@ def test_cache_fills_to_exactly_max_seq(student: Any, limit: str) -> None:
 def test_update_past_max_seq_raises(student: Any, limit: str) -> None:
     cfg, max_seq, size = LIMITS[limit]
     keys, values = kv_chunk(cfg, 2, size + 2, seed=30), kv_chunk(cfg, 2, size + 2, seed=31)
-    made = f"KVCache(cfg with max_seq={cfg.max_seq}, batch=2, max_seq={max_seq})"
-    ignored = max_seq is not None and max_seq != cfg.max_seq
-    fresh = student.kv_decode.KVCache(cfg, 2, max_seq=max_seq)
-    error = exception_from(fresh.update, 0, keys[0], values[0])
-    problem = limit_problem(made, error, size, size + 2, 0, ignored)
+    problem = past_limit_problem(student, cfg, 2, max_seq, size, keys, values)
     assert problem is None, problem
-    for replies in both_ways(student, lambda: student.kv_decode.KVCache(cfg, 2, max_seq=max_seq),
-                             store_steps(keys[:, :, :size], values[:, :, :size], (size,))):
-        replies.take(cfg.n_layers + 1)
-        error = exception_from(replies.target.update, 0, keys[0, :, size:size + 1], values[0, :, size:size + 1])
-        problem = limit_problem(made, error, size, 1, size, ignored)
-        assert problem is None, problem

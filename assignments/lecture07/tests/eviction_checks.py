@@ -192,6 +192,21 @@ def time_limit(call: str, seconds: float = TIME_LIMIT_SECONDS) -> Iterator[None]
                     + SLOW_CAUSE, pytrace=False)
 
 
+def base_growth_problem(student: Any, name: str, trace_blocks: list[int], probes: list[list[int]], asked: list[int],
+                        sequence: str, seconds: float, wall_seconds: float) -> str | None:
+    """The growth check's second half: `sequence` took `seconds` of CPU time on a `name` cache (LRUCache
+    or LFUCache) of GUARD_CAPACITY; the same calls (guarded_sequence with these probes and asked ids)
+    on one of GROWTH_BASE_CAPACITY, within `wall_seconds` (time_limit), must have cost at most
+    growth_problem's limit less. None, or what the base insert raised, or growth_problem's message."""
+    base_call = f"{name}({GROWTH_BASE_CAPACITY:,}).insert(every block of make_trace())"
+    with time_limit(f"{base_call}, then the same questions", wall_seconds):
+        (inserted, *_), base_seconds = student.cpu_seconds(
+            guarded_sequence, getattr(student.prefix_cache, name)(GROWTH_BASE_CAPACITY), trace_blocks, probes, asked)
+    if inserted[1] is not None:
+        return error_problem(base_call, inserted[1])
+    return growth_problem(sequence, seconds, base_seconds, len(trace_blocks))
+
+
 def error_problem(call: str, error: BaseException) -> str:
     """What a call raised; a grader's per-call timeout (sandboxed grading) gets the likely cause too."""
     slow = type(error).__name__ == "WorkerTimeout"

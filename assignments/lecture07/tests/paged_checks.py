@@ -397,6 +397,33 @@ def one_block_pool(student: Any, block_size: int, *dtype: Any) -> Any:
     return pool
 
 
+def unknown_block_problem(pool: Any, n_blocks: int, method: str, block: Any, refused_bool: bool) -> str | None:
+    """`pool.<method>(block)` with `block` not an id of `pool` (a BlockPool of `n_blocks` blocks, ids
+    0 .. n_blocks - 1) must raise ValueError. `refused_bool`: the bool the message names as refused
+    though it equals an id."""
+    why = (f"block ids are the ints 0 .. {n_blocks - 1}: any other id is unknown and must raise ValueError "
+           "(a negative id must not index from the end of a list)")
+    if not isinstance(block, int) or isinstance(block, bool):
+        why = (f"{block!r} is a {type(block).__name__}, not an integer id (bool is refused though {refused_bool} == "
+               f"{int(refused_bool)}): an unknown id, so it must raise ValueError; check_block_id, given in "
+               "paged_kv.py, says so")
+    return raise_problem(f"{method}({block!r}) on BlockPool(n_blocks={n_blocks})",
+                         functools.partial(getattr(pool, method), block), ValueError, why)
+
+
+def pool_arrays_problem(call: str, pool: Any, n_blocks: int, block_size: int, dtype: Any) -> str | None:
+    """The k and v of `pool` (made by `call`): arrays [n_blocks, L, block_size, Hkv, d] of `dtype`."""
+    shape = (n_blocks, CFG.n_layers, block_size, CFG.n_kv_heads, CFG.d_head)
+    for name in ("k", "v"):
+        array = getattr(pool, name)
+        if not (isinstance(array, np.ndarray) and array.shape == shape):
+            return (f"{call}.{name} should be an array [n_blocks, L, block_size, Hkv, d] = {shape}; got "
+                    f"{getattr(array, 'shape', type(array).__name__)}")
+        if array.dtype != dtype:
+            return f"{call}.{name} has dtype {array.dtype}; expected {np.dtype(dtype)}"
+    return None
+
+
 def slots_edge_problem(what: str, seq: Any, blocks: list[int]) -> str | None:
     """The edges of `slots` on `what` (a sequence holding `blocks`): slots(-1, 1) and slots(0, -1)
     raise ValueError, and slots(start, 0) returns two empty int arrays, at start 0 and at the end of

@@ -223,6 +223,19 @@ def lookup_problem(where: str, got: Any, want: list[int], hashes: list[str], ids
     return f"{where}: lookup returned blocks {got} {[names.get(b, '?') for b in got]}; {expected}. Likely cause: {cause}"
 
 
+def pool_given_problem(student: Any, n_blocks: int, block_size: int) -> str | None:
+    """PrefixCache(pool).pool must be `pool` itself (a BlockPool(CFG, n_blocks, block_size)): a block
+    allocated through it is taken from the pool given."""
+    pool = student.paged_kv.BlockPool(CFG, n_blocks, block_size)
+    cache = student.prefix_cache.PrefixCache(pool)
+    block = cache.pool.allocate()
+    if (pool.num_free, pool.refcount(block)) == (n_blocks - 1, 1):
+        return None
+    return (f"after cache.pool.allocate() returned block {block}, the pool given to PrefixCache has num_free "
+            f"{pool.num_free} and refcount({block}) {pool.refcount(block)}; expected {n_blocks - 1} and 1: "
+            "prefix_cache.pool must be the pool passed to PrefixCache(pool), not a new one")
+
+
 PREFILL_BLOCK = 16
 # Each request is the shared few-shot prefix plus its own tail of a few dozen tokens. 16 and 11 make
 # some requests block-aligned (80 + 16 = 96 and 341 + 11 = 352 tokens): a full last block.

@@ -12,7 +12,9 @@ from typing import Any
 import numpy as np
 import pytest
 
-from paged_checks import CFG, one_block_pool, pool_walk_problem, raise_problem
+from paged_checks import (
+    CFG, one_block_pool, pool_arrays_problem, pool_walk_problem, raise_problem, unknown_block_problem,
+)
 
 # (operation, refcount of every named block afterwards, num_free afterwards); see pool_walk_problem.
 POOL_WALK: tuple[tuple[str, dict[str, int], int], ...] = (
@@ -55,15 +57,7 @@ def test_unknown_block_raises_value_error(student: Any) -> None:
     pool.allocate()
     for method, block in (("incref", 2), ("decref", -2), ("refcount", 2), ("refcount", -2), ("refcount", False),
                           ("incref", 0.0)):
-        why = ("block ids are the ints 0 .. 1: any other id is unknown and must raise ValueError "
-               "(a negative id must not index from the end of a list)")
-        if not isinstance(block, int) or isinstance(block, bool):
-            why = (f"{block!r} is a {type(block).__name__}, not an integer id (bool is refused though False == 0): "
-                   "an unknown id, so it must raise ValueError; check_block_id, given in paged_kv.py, says so")
-        problem = raise_problem(
-            f"{method}({block!r}) on BlockPool(n_blocks=2)", functools.partial(getattr(pool, method), block),
-            ValueError, why,
-        )
+        problem = unknown_block_problem(pool, 2, method, block, refused_bool=False)
         assert problem is None, problem
 
 
@@ -73,14 +67,8 @@ def test_one_block_pool_arrays_and_sizes(student: Any) -> None:
     for block_size in (3, 1):
         call = f"BlockPool(TINY, n_blocks=1, block_size={block_size}, float32)"
         pool = one_block_pool(student, block_size, np.float32)
-        shape = (1, CFG.n_layers, block_size, CFG.n_kv_heads, CFG.d_head)
-        for name in ("k", "v"):
-            array = getattr(pool, name)
-            assert isinstance(array, np.ndarray) and array.shape == shape, (
-                f"{call}.{name} should be an array [n_blocks, L, block_size, Hkv, d] = {shape}; got "
-                f"{getattr(array, 'shape', type(array).__name__)}"
-            )
-            assert array.dtype == np.float32, f"{call}.{name} has dtype {array.dtype}; expected float32"
+        problem = pool_arrays_problem(call, pool, 1, block_size, np.float32)
+        assert problem is None, problem
         assert (pool.n_blocks, pool.block_size, pool.num_free) == (1, block_size, 1), (
             f"{call} has n_blocks={pool.n_blocks!r}, block_size={pool.block_size!r}, num_free={pool.num_free!r}; "
             f"expected 1, {block_size} and 1: a pool of one block is valid, and every block starts free"

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from decode_checks import (
-    CONFIGS, count_problem, decode_problem, decoded, float32_decode_problem, params_for, prompt_for, tie_problem,
-    use_trusted_decode, work_problem,
+    CONFIGS, decode_problem, decoded, float32_decode_problem, params_for, positions_once_problem, prompt_for,
+    tie_problem, use_trusted_decode, zero_new_problem,
 )
 from kvlab.model import Config, forward, generate
 
@@ -77,31 +77,16 @@ def test_matches_reference(student: Any, config: str, batch: int, prompt_len: in
 # (1, 1, 1) times its work.
 @pytest.mark.parametrize(("batch", "prompt_len", "n_new"), [(2, 4, 5), (1, 6, 10), (1, 1, 1), (2, 4, 1)])
 def test_forward_sees_each_position_once(student: Any, batch: int, prompt_len: int, n_new: int) -> None:
-    cfg, params = CONFIGS["GQA"], params_for("GQA")
-    prompt = prompt_for(cfg, batch, prompt_len, seed=200 + n_new)
-    result, counts = student.call(
-        "kvlab.counter:run_counted", student.kv_decode.greedy_decode, params, cfg, prompt, n_new
-    )
     # The decode must also be right, and its work grow linearly with n_new: the right count of
     # positions over junk, with the answer taken from an uncounted copy of the model, earns nothing.
-    expected_tokens, expected_logits = generate(params, cfg, prompt, n_new)
-    problem = count_problem(counts, prompt_len, n_new, batch) or decode_problem(
-        result, prompt, n_new, expected_tokens, expected_logits, params, cfg
-    ) or work_problem(student)
+    problem = positions_once_problem(student, "GQA", batch, prompt_len, n_new, seed=200 + n_new)
     assert problem is None, problem
 
 
 @pytest.mark.task("greedy_decode", points=1)
 @pytest.mark.parametrize(("batch", "prompt_len"), [(1, 1), (2, 5)])
 def test_zero_new_tokens_calls_nothing(student: Any, batch: int, prompt_len: int) -> None:
-    cfg, params = CONFIGS["GQA"], params_for("GQA")
-    prompt = prompt_for(cfg, batch, prompt_len, seed=300)
-    result, counts = student.call(
-        "kvlab.counter:run_counted", student.kv_decode.greedy_decode, params, cfg, prompt, 0
-    )
-    problem = decode_problem(result, prompt, 0, prompt, [], params, cfg) or count_problem(
-        counts, prompt_len, 0, batch
-    )
+    problem = zero_new_problem(student, "GQA", batch, prompt_len, seed=300)
     assert problem is None, problem
 
 

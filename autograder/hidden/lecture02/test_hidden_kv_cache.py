@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 from decode_checks import (
-    CONFIGS, LENGTH, NBYTES, both_ways, describe, exception_from, fill_problem, forward_with_cache_problem, kv_chunk,
-    limit_problem, nbytes_problem, params_for, prompt_for, store_steps, stored_problem,
+    CONFIGS, LENGTH, NBYTES, both_ways, describe, exception_from, filling_problem, forward_with_cache_problem, kv_chunk,
+    nbytes_problem, params_for, past_limit_problem, prompt_for, returned_positions_problem, store_steps,
 )
 from kvlab.model import config_like, forward
 from kvlab.testing.draws import drawn
@@ -74,23 +74,8 @@ def test_advance_adds_n(student: Any) -> None:
 def test_update_returns_every_stored_position(student: Any, config: str, batch: int) -> None:
     cfg = CONFIGS[config]
     keys, values = kv_chunk(cfg, batch, sum(CHUNKS), seed=1), kv_chunk(cfg, batch, sum(CHUNKS), seed=2)
-    for replies in both_ways(student, lambda: student.kv_decode.KVCache(cfg, batch), store_steps(keys, values, CHUNKS)):
-        start = 0
-        for T in CHUNKS:
-            end = start + T
-            for layer in range(cfg.n_layers):
-                returned = replies.next()
-                assert isinstance(returned, (tuple, list)) and len(returned) == 2, (
-                    f"update(layer={layer}, k, v) should return a pair (K, V); got {type(returned).__name__}"
-                )
-                for name, got, stored in (("K", returned[0], keys), ("V", returned[1], values)):
-                    problem = stored_problem(
-                        f"{name} returned by update on {describe(cfg)}, batch {batch}",
-                        got, stored[layer, :, :end], start, layer, stored[:, :, :end],
-                    )
-                    assert problem is None, problem
-            replies.next()  # advance(T)
-            start = end
+    problem = returned_positions_problem(student, cfg, batch, keys, values, CHUNKS)
+    assert problem is None, problem
 
 
 @pytest.mark.task("kv_cache", points=1)
@@ -155,17 +140,8 @@ LIMITS = {
 def test_cache_fills_to_exactly_max_seq(student: Any, limit: str) -> None:
     cfg, max_seq, size = LIMITS[limit]
     keys, values = kv_chunk(cfg, 1, size, seed=9), kv_chunk(cfg, 1, size, seed=10)
-    made = f"KVCache(cfg with max_seq={cfg.max_seq}, batch=1, max_seq={max_seq})"
-    chunks = (size - 2, 2)
-    for replies in both_ways(student, lambda: student.kv_decode.KVCache(cfg, 1, max_seq=max_seq),
-                             store_steps(keys, values, chunks)):
-        start = 0
-        for T in chunks:
-            error = exception_from(replies.take, cfg.n_layers + 1)
-            problem = fill_problem(made, error, size, T, start,
-                                   model_max_seq=None if max_seq is None else cfg.max_seq)
-            assert problem is None, problem
-            start += T
+    problem = filling_problem(student, cfg, 1, max_seq, size, keys, values, (size - 2, 2))
+    assert problem is None, problem
 
 
 @pytest.mark.task("kv_cache", points=2 / len(LIMITS))
@@ -173,18 +149,8 @@ def test_cache_fills_to_exactly_max_seq(student: Any, limit: str) -> None:
 def test_update_past_max_seq_raises(student: Any, limit: str) -> None:
     cfg, max_seq, size = LIMITS[limit]
     keys, values = kv_chunk(cfg, 1, size + 1, seed=11), kv_chunk(cfg, 1, size + 1, seed=12)
-    made = f"KVCache(cfg with max_seq={cfg.max_seq}, batch=1, max_seq={max_seq})"
-    ignored = max_seq is not None and max_seq != cfg.max_seq
-    fresh = student.kv_decode.KVCache(cfg, 1, max_seq=max_seq)
-    error = exception_from(fresh.update, 0, keys[0], values[0])
-    problem = limit_problem(made, error, size, size + 1, 0, ignored)
+    problem = past_limit_problem(student, cfg, 1, max_seq, size, keys, values)
     assert problem is None, problem
-    for replies in both_ways(student, lambda: student.kv_decode.KVCache(cfg, 1, max_seq=max_seq),
-                             store_steps(keys[:, :, :size], values[:, :, :size], (size,))):
-        replies.take(cfg.n_layers + 1)
-        error = exception_from(replies.target.update, 0, keys[0, :, size:], values[0, :, size:])
-        problem = limit_problem(made, error, size, 1, size, ignored)
-        assert problem is None, problem
 
 
 @pytest.mark.task("kv_cache", points=2)

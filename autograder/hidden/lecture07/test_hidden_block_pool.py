@@ -2,14 +2,15 @@
 after each step, the errors for unknown blocks, the arrays, and a state machine."""
 from __future__ import annotations
 
-import functools
 from typing import Any
 
 import numpy as np
 import pytest
 from hypothesis.stateful import run_state_machine_as_test
 
-from paged_checks import CFG, MACHINE_SETTINGS, one_block_pool, pool_machine, pool_walk_problem, raise_problem
+from paged_checks import (
+    CFG, MACHINE_SETTINGS, one_block_pool, pool_arrays_problem, pool_machine, pool_walk_problem, unknown_block_problem,
+)
 
 WALK_BLOCKS = 4
 
@@ -60,15 +61,7 @@ def test_unknown_block_raises_value_error(student: Any, method: str) -> None:
     pool = student.paged_kv.BlockPool(CFG, WALK_BLOCKS, 2)
     pool.allocate()
     for block in (-1, WALK_BLOCKS, WALK_BLOCKS + 7, True, 1.0):
-        why = (f"block ids are the ints 0 .. {WALK_BLOCKS - 1}: any other id is unknown and must raise ValueError "
-               "(a negative id must not index from the end of a list)")
-        if not isinstance(block, int) or isinstance(block, bool):
-            why = (f"{block!r} is a {type(block).__name__}, not an integer id (bool is refused though True == 1): "
-                   "an unknown id, so it must raise ValueError; check_block_id, given in paged_kv.py, says so")
-        problem = raise_problem(
-            f"{method}({block!r}) on BlockPool(n_blocks={WALK_BLOCKS})", functools.partial(getattr(pool, method), block),
-            ValueError, why,
-        )
+        problem = unknown_block_problem(pool, WALK_BLOCKS, method, block, refused_bool=True)
         assert problem is None, problem
 
 
@@ -78,16 +71,9 @@ def test_pool_arrays(student: Any, dtype: Any) -> None:
     n_blocks, block_size = 3, 5
     args = () if dtype is None else (dtype,)
     pool = student.paged_kv.BlockPool(CFG, n_blocks, block_size, *args)
-    want_dtype = np.dtype(np.float64 if dtype is None else dtype)
-    shape = (n_blocks, CFG.n_layers, block_size, CFG.n_kv_heads, CFG.d_head)
     call = f"BlockPool(TINY, n_blocks={n_blocks}, block_size={block_size}{'' if dtype is None else ', float32'})"
-    for name in ("k", "v"):
-        array = getattr(pool, name)
-        assert isinstance(array, np.ndarray) and array.shape == shape, (
-            f"{call}.{name} should be an array [n_blocks, L, block_size, Hkv, d] = {shape}; got "
-            f"{getattr(array, 'shape', type(array).__name__)}"
-        )
-        assert array.dtype == want_dtype, f"{call}.{name} has dtype {array.dtype}; expected {want_dtype}"
+    problem = pool_arrays_problem(call, pool, n_blocks, block_size, np.float64 if dtype is None else dtype)
+    assert problem is None, problem
     assert (pool.n_blocks, pool.block_size) == (n_blocks, block_size), (
         f"{call} has n_blocks={pool.n_blocks!r}, block_size={pool.block_size!r}; expected {n_blocks}, {block_size}"
     )

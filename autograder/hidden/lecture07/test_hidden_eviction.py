@@ -13,8 +13,8 @@ from _eviction_checks import (
     GUARD_SECONDS, LFU_SCRIPT, LRU_SCRIPT, REFERENCES, TINY_SCRIPT, drawn, replay_problem,
 )
 from eviction_checks import (
-    CLASSES, GROWTH_BASE_CAPACITY, GUARD_CAPACITY, SLOW_CAUSE, Script, error_problem, full_trace, growth_problem,
-    guarded_sequence, script_problem, time_limit,
+    CLASSES, GUARD_CAPACITY, SLOW_CAUSE, Script, base_growth_problem, error_problem, full_trace, guarded_sequence,
+    script_problem, time_limit,
 )
 from paged_checks import describe_error, outcome, raise_problem
 
@@ -166,11 +166,6 @@ def test_cost_does_not_grow_with_capacity(student: Any, policy: str, trace_block
     assert seconds <= GUARD_SECONDS, (
         f"{sequence} took {seconds:.1f} s of CPU time (limit {GUARD_SECONDS:g} s; the reference solution takes "
         f"about 1 s). Work an insert leaves for later calls is timed with them. {SLOW_CAUSE}")
-    base_call = f"{CLASSES[policy]}({GROWTH_BASE_CAPACITY:,}).insert(every block of make_trace())"
-    with time_limit(f"{base_call}, then the same questions", 2 * GUARD_SECONDS):
-        (inserted, *_), base_seconds = student.cpu_seconds(
-            guarded_sequence, getattr(student.prefix_cache, CLASSES[policy])(GROWTH_BASE_CAPACITY), trace_blocks,
-            probes, asked)
-    assert inserted[1] is None, error_problem(base_call, inserted[1])
-    problem = growth_problem(sequence, seconds, base_seconds, len(trace_blocks))
+    problem = base_growth_problem(student, CLASSES[policy], trace_blocks, probes, asked, sequence, seconds,
+                                  2 * GUARD_SECONDS)
     assert problem is None, problem
