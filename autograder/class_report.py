@@ -29,6 +29,10 @@ Sections:
    summed over the assignment's files) that the other side has too; a pair is flagged when the
    larger of the two reaches --threshold, and its matching code is shown side by side. The page
    and the CSV list the flagged pairs and the TOP_UNFLAGGED most similar others.
+
+One module on purpose (over 400 lines): one command that reads one batch and writes one page; every
+section is computed from the same loaded batch into one Report, which the HTML and the CSV writer both
+read.
 """
 from __future__ import annotations
 

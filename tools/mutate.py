@@ -44,6 +44,10 @@ about four times longer.
 
 Exit status 0 whenever the sweep ran; 1 when the reference solution does not pass a suite (every
 mutant would then count as killed) or an option is wrong.
+
+One module on purpose (over 400 lines): one tool, `make mutate`; its docstring is the tool's manual, and
+generating the mutants and running them share the Mutant and its id: neither half is used without the
+other.
 """
 from __future__ import annotations
 

@@ -15,6 +15,10 @@ prefix_cache.py, else the repository's reference solution. Four tables:
     the storage a large cache needs against the machine's HBM.
 
 A function you have not implemented yet costs its table (or row) one line, not a traceback.
+
+One file on purpose (over 400 lines): the bundle runs it as a script beside the student's files, where a
+helper module of its own would be one more file to ship and a top-level name that could shadow a
+student's module; its tables share the student's loaded modules and the traces.
 """
 from __future__ import annotations
 

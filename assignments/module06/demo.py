@@ -26,6 +26,10 @@ recomputing it. Printed side by side: TTFT, prefill positions, bytes loaded, whe
 agree, and the logits of a loaded prefix against recompute (in this process, float32). Then the
 store's bound: more chunks than --store-mb holds go in, the oldest are evicted, and the lookup of the
 first system prompt shortens.
+
+One file on purpose (over 400 lines): the bundle runs it as a script beside the student's files, where a
+helper module of its own would be one more file to ship and a top-level name that could shadow a
+student's module; its three parts share the options, the servers it starts and the store.
 """
 from __future__ import annotations
 

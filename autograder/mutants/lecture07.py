@@ -5,6 +5,9 @@ tests/test_suites.py applies each one to `solutions/lecture07/` and checks that 
 of the tasks listed catch it with a message containing `expect`. `tasks` names where the bug is
 graded; a BlockPool or PagedSequence bug usually costs the tasks built on them (prefix_cache,
 prefill) too, which the catalog does not require.
+
+Over 400 lines on purpose: it is data, one list of mutants that the tests of the tests read whole; its
+length is the catalog's size.
 """
 from __future__ import annotations
 

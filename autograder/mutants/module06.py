@@ -4,6 +4,9 @@ solution.
 tests/test_suites.py applies each one to `solutions/module06/` and checks that the tests of the tasks
 listed (and only those) catch it, with a message containing `expect`. A block-manager bug usually
 costs the serving task too (the engine runs the same manager), which the catalog lists where it does.
+
+Over 400 lines on purpose: it is data, one list of mutants that the tests of the tests read whole; its
+length is the catalog's size.
 """
 from __future__ import annotations
 

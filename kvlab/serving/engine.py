@@ -37,6 +37,10 @@ prefill `store` receives the whole prompt's KV.
 
 Functions the tests call (with the student's manager as first argument):
 - `run_requests(manager, cfg, requests, ...)`: a whole scenario, plain data out.
+
+One module on purpose (over 400 lines): one concept, the engine's step loop; admission, prefill, decode,
+preemption and the checks of the manager's answers all work on the same request states and KV pool, and
+students read them as one story.
 """
 from __future__ import annotations
 

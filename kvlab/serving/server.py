@@ -41,6 +41,10 @@ Concurrency: one engine thread runs `Engine.step()` while any request is unfinis
 first served; a request whose blocks are not free waits in the queue, and running requests are
 preempted and recomputed when decoding runs out of blocks); the HTTP handlers only queue commands
 for it and read its events, so the engine is never touched by two threads.
+
+One module on purpose (over 400 lines): one concept, the HTTP front of one engine; the endpoints, the
+engine thread they queue commands for and the command line share the Server's state, and this docstring
+is the server's manual.
 """
 from __future__ import annotations
 

@@ -4,6 +4,10 @@ Encoding refuses anything that is not plain data, a configured wire type or a pr
 sandbox. Decoding treats the bytes as hostile: every tag, type, index and size is checked, arrays
 are raw bytes of a numeric dtype looked up in a fixed table (never a pickle), and any failure is a
 `ProtocolError`.
+
+One module on purpose (over 400 lines): encoding and decoding are the two directions of one format and
+share its wire types and array handling, so a change to the trusted side of the wire is made in one
+place.
 """
 from __future__ import annotations
 

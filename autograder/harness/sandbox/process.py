@@ -1,5 +1,10 @@
 """The worker process: starting it, its pipes, measuring its CPU time, stopping it, and the
-private folder it works in."""
+private folder it works in.
+
+One module on purpose (over 400 lines): one concept, the worker's process with its folder; they are
+made, measured and removed together (the folder is where the process runs, and stopping the process
+removes what it left there).
+"""
 from __future__ import annotations
 
 import fcntl

@@ -6,6 +6,10 @@ is represented here by a `Proxy` (`proxy.py`) whose attribute reads, calls, `len
 iteration and `repr` are round trips. The round trip itself, with the calls the worker makes into
 the trusted process meanwhile, is `exchange.Exchange`, which a Sandbox holds; what it knows of the
 worker's objects, `proxy.WorkerObjects`; the process and its folder, `process.py`.
+
+One module on purpose (over 400 lines): `Sandbox` is the trusted side's one entry point, and with the
+round trips (exchange.py), the object bookkeeping (proxy.py) and the process (process.py) already apart,
+what stays here is the worker's lifetime: start, requests, restart and stop share the current worker.
 """
 from __future__ import annotations
 

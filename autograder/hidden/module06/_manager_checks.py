@@ -9,6 +9,10 @@ cause. The student's state is read in one round trip (`kvlab.testing.probe:ask`)
 The walks are fixed scripts, so a message shows the student's value and how it is wrong (too high,
 another order, which blocks do not belong), never the reference's value: resubmitting cannot collect
 a table of expected answers to replay step by step.
+
+One module on purpose (over 400 lines): the reference manager and the walks that compare a student's
+manager with it share the operations and the State they read, and every message is built from both
+sides.
 """
 from __future__ import annotations
 
