@@ -62,7 +62,7 @@ HIST_BINS = 10
 # the reference) and on renamed, reformatted copies of the references: on runs of 60 tokenized
 # characters (about two lines of code) a base shares at most 0.71 of its code with the reference or
 # another base (lecture 7's minimal_ordereddict; 0.41 leaving out the two "minimal" bases), a copy
-# at least 0.94 (tests/test_class_report.py checks both on every corpus). copydetect's defaults
+# at least 0.94 (tests/tools/test_class_report.py checks both on every corpus). copydetect's defaults
 # (25 characters, flagged at 0.33) flag independent submissions of these short assignments: their
 # common idioms are longer than 25 characters.
 NOISE_CHARS = 60

@@ -12,7 +12,7 @@ student gets (handout, stubs, public tests, `kvlab`), never the solutions, hidde
   one of which a helpful failure message contains, naming the bug's concept for the student.
   `public_blind`, when not empty, says why no public test can see the bug.
 
-tests/test_corpus.py grades every entry: each base gets full marks; each bug loses points in the
+tests/suites/test_corpus.py grades every entry: each base gets full marks; each bug loses points in the
 hidden suite, fails a public test (unless `public_blind`), and the first hidden test it fails names
 its concept. Every rule sentence of the stubs' docstrings (`stated_rules`) must be broken by some
 bug of the corpus (`breaks`) or quoted by a catalog mutant's `rule`: that bug being caught is what

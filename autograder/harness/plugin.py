@@ -21,7 +21,7 @@ Whatever the student's process sends is the student's: the sandbox turns every r
 use (invalid data, a value of the wrong kind, an object of a process stopped earlier in the test,
 trusted code failing on the student's objects) into a `StudentException` (`WorkerDied`,
 `ProtocolError`, `BadReply`, ...), which fails the test that asked with a message about the
-student's code; the run goes on (tests/test_fuzz_replies.py).
+student's code; the run goes on (tests/harness/test_fuzz_replies.py).
 """
 from __future__ import annotations
 

@@ -16,7 +16,7 @@ none of the grader's files.
 the repository's own fast tests of the reference and of the mutants.
 
 Two environment variables can lower (never raise) the limits, for tests of the grader that must run
-many slow submissions quickly (tests/test_hostile.py): `KVLAB_CALL_TIMEOUT` (seconds per call into
+many slow submissions quickly (tests/hostile/test_hostile.py): `KVLAB_CALL_TIMEOUT` (seconds per call into
 student code, at most assignment.json's call_timeout_seconds) and `KVLAB_TIME_BUDGET` (seconds for
 the whole run, at most --time-budget). Gradescope sets neither; a value that is not a number of
 seconds is a grader fault. A third, `KVLAB_NO_BUBBLEWRAP=1`, grades as Gradescope's Docker does

@@ -3,7 +3,7 @@
 Each assignment's catalog is the module `autograder.mutants.<assignment id>` with a list
 `MUTANTS` of `Mutant` records and, optionally, `CHECKS`: a `Checks` with that assignment's settings
 of the tests of the tests (the defaults suit a small assignment, so a new catalog needs none).
-A mutant is a set of exact text replacements in one of the solution's files; tests/test_suites.py
+A mutant is a set of exact text replacements in one of the solution's files; tests/suites/test_suites.py
 applies it to a copy of `solutions/<id>/`, grades the copy with the grader that grades students
 (sandboxed, and in-process) and checks that the assignment's tests catch it: some test fails, none
 outside the tasks the mutant lists, one failure message contains the words that name the bug, and

@@ -1,6 +1,6 @@
 """Lecture 2's bug catalog: mistakes students make in kv_decode.py, as edits of the solution.
 
-tests/test_suites.py applies each one to `solutions/lecture02/` and checks that the
+tests/suites/test_suites.py applies each one to `solutions/lecture02/` and checks that the
 public and hidden tests catch it, in the tasks listed, with a message containing `expect`.
 KVCache bugs usually cost greedy_decode points too: greedy_decode runs on the student's cache.
 """

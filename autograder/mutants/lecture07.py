@@ -1,7 +1,7 @@
 """Lecture 7's bug catalog: mistakes students make in paged_kv.py and prefix_cache.py, as edits of
 the solution.
 
-tests/test_suites.py applies each one to `solutions/lecture07/` and checks that the tests
+tests/suites/test_suites.py applies each one to `solutions/lecture07/` and checks that the tests
 of the tasks listed catch it with a message containing `expect`. `tasks` names where the bug is
 graded; a BlockPool or PagedSequence bug usually costs the tasks built on them (prefix_cache,
 prefill) too, which the catalog does not require.

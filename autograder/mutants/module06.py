@@ -1,7 +1,7 @@
 """Module 6's bug catalog: mistakes students make in kv_memory.py, block_manager.py and kv_connector.py, as edits of the
 solution.
 
-tests/test_suites.py applies each one to `solutions/module06/` and checks that the tests of the tasks
+tests/suites/test_suites.py applies each one to `solutions/module06/` and checks that the tests of the tasks
 listed (and only those) catch it, with a message containing `expect`. A block-manager bug usually
 costs the serving task too (the engine runs the same manager), which the catalog lists where it does.
 

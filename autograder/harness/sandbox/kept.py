@@ -28,14 +28,14 @@ ITEM_BYTES = 64
 # and the trusted forward's intermediate arrays (the attention term) that were in flight. Python
 # frees cycles only when a collection runs, which it triggers by counts of objects, not bytes: a
 # submission whose calls fail with large arrays in flight held the trusted process at 836 MB
-# (tests/hostile/large_replies_held) with the held arrays within their bound. So between tests the
+# (tests/hostile/payloads/large_replies_held) with the held arrays within their bound. So between tests the
 # garbage is collected once the process has grown this much since the last collection (a full
 # collection costs 40-50 ms with lecture 7's traces loaded, too much for every test), and before
 # refusing an array, since the arrays counted as held may be garbage already.
 GARBAGE_GROWTH_BYTES = 64 << 20
 # Within one test the garbage of failed calls may pile up to that much before the next test frees
 # it, and a large reply would come on top of it (the whole grading peaked 60 MB higher in
-# tests/hostile/large_replies_held): an array this large collects first. Honest replies stay far
+# tests/hostile/payloads/large_replies_held): an array this large collects first. Honest replies stay far
 # below it (the largest, module 6's free queue, is 1.6 MB), so honest gradings do not pay.
 LARGE_ARRAY_BYTES = 16 << 20
 

@@ -64,7 +64,7 @@ def recording(library: tuple[str, ...] = ()) -> Iterator[set[tuple[str, str]]]:
     argument of a call into the worker, ("exception", class name) for each student exception raised
     here. Objects whose type's "module.qualname" starts with one of `library` (the course library's
     own objects living in the worker) are not the student's and are left out. For the repository's
-    check that every such name is stated to students (tests/test_stated_rules.py); never on while
+    check that every such name is stated to students (tests/suites/test_stated_rules.py); never on while
     grading a submission."""
     names: set[tuple[str, str]] = set()
     entry = (names, tuple(library))

@@ -7,7 +7,7 @@ limit, the hit-ratio diagnosis) is in the public folder's eviction_checks.py.
 an OrderedDict for LRU and one recency-ordered group per use count for LFU): both keep use-stamped
 entries with lazy deletion (a queue in stamp order for LRU, a heap for LFU), kept here, never
 shipped, so that the expected values of the trace tests come from the tests themselves. What makes
-them trustworthy is checked in tests/test_lecture07_references.py: they replay the hand-derived
+them trustworthy is checked in tests/suites/test_lecture07_references.py: they replay the hand-derived
 scripts below, and they agree with brute-force oracles (a list scan for LRU, a minimum scan over
 use counts for LFU) on random operation sequences. Every `*_problem` function returns None when
 the student's values agree, else the message the student sees.

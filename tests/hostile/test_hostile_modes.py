@@ -1,0 +1,701 @@
+"""The hostile campaign's second part: lecture 7's and module 6's verdicts, the worker's state, writes
+and reads, graded in the four ways a course grades (MODES), and grade-all's submissions kept apart.
+
+A file of its own so that the test runner's workers grade it beside the first part
+(tests/hostile/test_hostile.py: lecture 2's cases; the machinery both share: tests/support/hostile_campaign.py).
+"""
+from __future__ import annotations
+
+import concurrent.futures
+import contextlib
+import dataclasses
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from autograder.assignment import load_assignment
+from autograder.build import build
+from autograder.harness.results import validate
+from autograder.harness.sandbox import identity
+from support.hostile_campaign import (
+    ASSIGNMENT, CALL_TIMEOUT, CAMPAIGN_TIMEOUT, GRADER_HEADROOM_BYTES, GRADER_MEMORY_BYTES, HOSTILE_DIR, IS_ROOT,
+    PARALLEL, READABLE_PYTHON, SITE_PACKAGES, SOLUTION, AutograderRun, all_text, gradescope_env, leaks, memory_limited,
+    passed_tests, release_cgroup,
+)
+from support.repo import ASSIGNMENT_IDS, REPO
+
+# ----- lectures 7 and module 6: verdicts that depend only on the trusted side ------------------------
+# Each case is a catalog mutant (the honest part: a real bug that loses points; lecture 7's unless it
+# says otherwise) with a payload appended to the mutant's file that tries to win those points back
+# through the worker: the library function a test calls replaced there, state a "fresh" process
+# inherits, work deferred past a cost guard or a cost guard's workload replaced. Only the mutant's
+# tasks are graded (sandboxed, through the grader's entry `autograder.harness.run.run`, in a
+# subprocess, with the suite's 2 s per call), once with the payload and once without; the attack
+# must score at most the honest part, pass nothing the honest part fails, say why, and show no
+# hidden or solution text. Each case is graded in each of its modes (MODES: how the grader runs);
+# the honest parts once, as root with bubblewrap.
+
+L07 = "lecture07"
+
+# The ways a grader runs student code, each with the layers its results must name:
+#   bubblewrap  root where bubblewrap works: a private filesystem view, namespaces, seccomp, Landlock;
+#   landlock    root without bubblewrap, as Gradescope's Docker grades: a uid of its own, seccomp,
+#               Landlock (see gradescope_env);
+#   user        an ordinary user's grader (a TA's laptop): the worker runs as that user, confined by
+#               seccomp and Landlock; as root the suite grades as a uid of the pool (as_ordinary_user);
+#   neither     root without bubblewrap on a kernel without Landlock: a uid of its own and seccomp,
+#               the results say the isolation is reduced (KVLAB_NO_LANDLOCK=1).
+MODES = ("bubblewrap", "landlock", "user", "neither")
+# Most cases: the two modes a course grades in (Gradescope's Docker and an instructor's root grader).
+ROOT_MODES = ("bubblewrap", "landlock")
+MODE_SUFFIX = {"bubblewrap": "", "landlock": ", no bubblewrap", "user": ", ordinary user",
+               "neither": ", neither bubblewrap nor Landlock"}
+
+
+@dataclass(frozen=True)
+class TaskCase:
+    name: str
+    honest: str  # a mutant of the assignment's catalog
+    folder: str  # tests/hostile/payloads/<folder>/payload.py, appended to the mutant's file
+    says: tuple[str, ...] = ()
+    root_only: str = ""
+    assignment: str = L07
+    # Harvested expected values: the honest part's graded outputs (what a student reads in an earlier
+    # results.json) are pasted into the payload's HARVEST_LINE, for it to answer from. The
+    # outputs must mention this call: the attack had something to aim at.
+    harvest: str = ""
+    modes: tuple[str, ...] = ROOT_MODES  # what the declaration asks for
+    mode: str = "bubblewrap"  # this grading's (the declaration is expanded into one case per mode)
+    # The tasks graded, when fewer than the honest mutant's: the ones the attack aims at.
+    tasks: tuple[str, ...] = ()
+
+    @property
+    def payload(self) -> str:
+        return (HOSTILE_DIR / self.folder / "payload.py").read_text(encoding="utf-8")
+
+    @property
+    def key(self) -> tuple[str, str, tuple[str, ...]]:
+        """The honest grading this case is compared with: (assignment, mutant, tasks graded)."""
+        return self.assignment, self.honest, self.tasks
+
+
+# A grader that is not root runs every worker as itself: what one leaves outside its folder cannot be
+# told from the grader's own.
+SHARED_OUTSIDE = "the worker's own uid (root's grader claims one) owns what it leaves in /tmp and IPC objects"
+TASK_CASES = [
+    TaskCase("paged_step replaced in the worker", "slots_count_from_length", "paged_step_replaced",
+             says=("paged_step",)),
+    TaskCase("paged_step's cache adapter replaced in the worker", "slots_count_from_length",
+             "paged_cache_replaced", says=("paged_step",)),
+    TaskCase("kvlab.paged swapped in sys.modules", "slots_count_from_length", "paged_module_swapped",
+             says=("paged_step",)),
+    TaskCase("fresh process reads the earlier one's file", "hashes_through_python_hash", "fresh_memory_in_home",
+             says=("fresh process",)),
+    TaskCase("fresh process reads the earlier one's /tmp", "hashes_through_python_hash", "fresh_memory_in_tmp",
+             says=("fresh process",), root_only=SHARED_OUTSIDE),
+    TaskCase("fresh process finds the earlier one's folder by its path", "hashes_through_python_hash",
+             "fresh_memory_by_path", says=("fresh process",)),
+    TaskCase("fresh process reads the earlier one's shared memory", "hashes_through_python_hash",
+             "fresh_memory_in_ipc", says=("fresh process",), root_only=SHARED_OUTSIDE),
+    TaskCase("fresh process reads the names of the earlier one's sockets", "hashes_through_python_hash",
+             "fresh_memory_in_socket_names", says=("fresh process",), modes=MODES),
+    TaskCase("fresh process runs what the earlier one appended to its source", "hashes_through_python_hash",
+             "fresh_memory_in_source", says=("fresh process",)),
+    TaskCase("eviction deferred to match past the guard", "lru_victim_by_scan", "guard_deferred_to_match",
+             says=("did not finish within",)),
+    TaskCase("eviction deferred to len past the guard", "lru_victim_by_scan", "guard_deferred_to_len",
+             says=("did not finish within",)),
+    TaskCase("eviction deferred to the next question past the guard", "lru_victim_by_scan",
+             "guard_deferred_to_questions", says=("did not finish within",)),
+    TaskCase("free-queue churn replaced in the worker", "remove_scans_the_queue", "churn_replaced",
+             says=("differs from the order the pairs leave",), assignment="module06", tasks=("free_queue",)),
+    # Expected values harvested from an earlier grading and answered from a table.
+    TaskCase("kv byte counts answered from harvested messages", "bytes_per_token_without_factor_2",
+             "harvest_kv_bytes", says=("factor 2 (K and V are both stored) is missing",), assignment="lecture02",
+             harvest="kv_cache_bytes("),
+    TaskCase("hit ratios answered from harvested messages", "hit_ratio_mean_of_request_ratios", "harvest_hit_ratio",
+             says=("a mean of per-request ratios",), harvest="hit_ratio(make_trace(), capacity="),
+    TaskCase("MLA byte counts answered from harvested messages", "mla_treated_as_gqa", "harvest_mla_bytes",
+             says=("MLA treated as per-head",), assignment="module06",
+             harvest="kv_bytes_per_token(the published DeepSeek-V3 config"),
+]
+# Graded in every mode (MODES): the worker's state, writes and reads, whose isolation each mode
+# gives differently.
+M06 = "module06"
+TASK_CASES += [
+    # Answers that are not plain data, in the fresh process as in the main one: the test fails on the
+    # student's code, naming the student's class, never the grader (an object of a fresh process
+    # would live in a process closed by the time the test reads it).
+    TaskCase("fresh process answers with a list subclass", "hashes_through_python_hash", "fresh_nonplain_list",
+             says=("returned _AgreeingList",), modes=MODES),
+    TaskCase("fresh process answers with str subclasses", "hashes_through_python_hash", "fresh_nonplain_strings",
+             says=("of type _AgreeingDigest",), modes=MODES),
+    TaskCase("fresh process answers with an array subclass", "hashes_through_python_hash", "fresh_nonplain_array",
+             says=("only numeric and bool arrays cross the sandbox",), modes=MODES),
+    # Values just under the bound, shown in every failure message: messages and the session bounded.
+    TaskCase("every digest list 2 million ints long", "hashes_through_python_hash", "message_huge_hashes",
+             modes=MODES),
+    TaskCase("every byte count 2 million ints long", "bytes_per_token_without_factor_2", "message_huge_bytes",
+             assignment="lecture02", tasks=("kv_memory",), modes=MODES),
+    # Writes outside the worker's own folder, reads of other processes' files.
+    TaskCase("files written beside the worker's folder and in the shared scratch folders",
+             "hashes_through_python_hash", "writes_beside_home", says=("fresh process",), modes=MODES),
+    TaskCase("other processes' files read through /proc", "slots_count_from_length", "reads_through_proc",
+             modes=MODES),
+    # Inputs whose shape tells the expected value.
+    TaskCase("max_batch's boundary recognized by its free memory", "max_batch_rounds_up",
+             "answers_from_max_batch_args", assignment=M06, tasks=("kv_memory",), modes=MODES),
+    # Store counters counted where the worker cannot reach them (the store is lent to the worker).
+    TaskCase("store counters decremented from the worker", "store_resends_stored_chunks",
+             "m06_store_counts_decrement", says=("a chunk already in the store is sent again",), assignment=M06,
+             tasks=("kv_connector",)),
+    TaskCase("store methods replaced by uncounted ones in the worker", "lookup_reads_values",
+             "m06_store_counts_uncounted", says=("lookup reads no values",), assignment=M06, tasks=("kv_connector",)),
+    TaskCase("store's answers replaced by a private memory of what was sent", "store_resends_stored_chunks",
+             "m06_store_counts_private_cache", says=("evicted since",), assignment=M06, tasks=("kv_connector",)),
+    # Costs padded to look linear, and answers that depend on who asks: graded with bubblewrap (each
+    # padded grading burns seconds of CPU on purpose; the helpers' runs held them without it too).
+    TaskCase("recomputing decode padded to a CPU floor per call", "decode_recomputes_sequence",
+             "l02_padded_cost_floor", says=("new tokens on tiny-wide",), assignment="lecture02",
+             tasks=("greedy_decode",), modes=("bubblewrap",)),
+    TaskCase("recomputing decode padded per token", "decode_recomputes_sequence", "l02_padded_cost_per_token",
+             says=("new tokens on tiny-wide",), assignment="lecture02", tasks=("greedy_decode",),
+             modes=("bubblewrap",)),
+    TaskCase("recomputing decode padded by call count", "decode_recomputes_sequence", "l02_padded_cost_call_count",
+             says=("new tokens on tiny-wide",), assignment="lecture02", tasks=("greedy_decode",),
+             modes=("bubblewrap",)),
+    TaskCase("nbytes right only from kvlab.testing.probe's frame", "nbytes_counts_max_seq", "l02_detects_caller_frame",
+             says=("instead of the stored tokens",), assignment="lecture02", tasks=("kv_cache",)),
+    TaskCase("nbytes right only where argv and stack look like the grader's", "nbytes_counts_max_seq",
+             "l02_detects_caller_path", says=("instead of the stored tokens",), assignment="lecture02",
+             tasks=("kv_cache",)),
+    TaskCase("length right only for test modules", "advance_ignores_n", "l02_detects_caller_test_module",
+             says=("advance(n) must",), assignment="lecture02", tasks=("kv_cache",)),
+]
+# One case per mode of each declaration.
+TASK_CASES = [dataclasses.replace(case, name=case.name + MODE_SUFFIX[mode], mode=mode)
+              for case in TASK_CASES for mode in case.modes]
+TASK_CASE_IDS = [re.sub(r"[^\w.]+", "-", case.name).strip("-") for case in TASK_CASES]
+
+GRADE_ONE = """
+import sys
+from pathlib import Path
+from autograder.harness.run import run
+run(sys.argv[1], Path(sys.argv[2]), Path(sys.argv[3]), mode="sandbox", tests_root=Path(sys.argv[4]))
+"""
+
+
+def grader_site_entries() -> tuple[str, ...]:
+    """The entries of site-packages that the grader imports: what the distributions of
+    requirements/grader.txt, and those they require, install there (and tqdm, grade-all's progress bar)."""
+    from importlib import metadata
+
+    from packaging.requirements import Requirement
+
+    wanted, seen, entries = ["tqdm"], set(), set()
+    for name in ("grader.txt", "student.txt"):
+        for line in (REPO / "requirements" / name).read_text(encoding="utf-8").splitlines():
+            line = line.split("#")[0].strip()
+            if line and not line.startswith("-"):
+                wanted.append(Requirement(line).name)
+    while wanted:
+        name = wanted.pop()
+        if name.lower() in seen:
+            continue
+        seen.add(name.lower())
+        try:
+            distribution = metadata.distribution(name)
+        except metadata.PackageNotFoundError:
+            continue  # a requirement whose marker excludes this interpreter
+        entries |= {file.parts[0] for file in distribution.files or () if file.parts[0] != ".."}
+        for text in distribution.requires or ():
+            requirement = Requirement(text)
+            if requirement.marker is None or requirement.marker.evaluate({"extra": ""}):
+                wanted.append(requirement.name)
+    return tuple(sorted(entries))
+
+
+def linked_copy(folder: Path, names: tuple[str, ...], target: Path) -> Path:
+    """`target` holding the entries `names` of `folder`, hard-linked where the filesystem allows
+    (else copied), readable by all: the grader's packages for a uid that cannot enter `folder`."""
+    def link(source: str, copy: str) -> None:
+        try:
+            os.link(source, copy)
+        except OSError:
+            shutil.copy2(source, copy)
+
+    target.mkdir(mode=0o755)
+    for name in names:
+        source = folder / name
+        if source.is_dir():
+            shutil.copytree(source, target / name, copy_function=link, symlinks=True)
+        elif source.is_file():
+            link(str(source), str(target / name))
+    for path, _, _ in os.walk(target):
+        os.chmod(path, 0o755)
+    return target
+
+
+@dataclass
+class OrdinaryUser:
+    """The user mode as root: the grader runs as a uid of the pool (claimed, so no sandbox uses it),
+    as an ordinary user's grader would run, its workers then as that uid too. It reads copies of
+    the harness, the course library and the grader's packages (the checkout may lie in a folder
+    only root can enter) and writes only its own folder."""
+
+    uid: int
+    folder: Path  # mode 755, root's: code/ (the harness and kvlab), work/ (the uid's own)
+    site: Path  # the grader's packages, staged where that uid can read them
+
+    @property
+    def work(self) -> Path:
+        return self.folder / "work"
+
+    def env(self, env: dict[str, str]) -> dict[str, str]:
+        return {**env, "KVLAB_PYTHON": READABLE_PYTHON or sys.executable, "HOME": str(self.work),
+                "TMPDIR": str(self.work / "tmp"), "PYTHONPATH": os.pathsep.join([str(self.folder / "code"), str(self.site)])}
+
+    def give(self, path: Path) -> None:
+        """Make `path` (under work/) the uid's, as an ordinary user's own files are."""
+        for folder, dirs, files in os.walk(path):
+            for name in [folder, *(os.path.join(folder, entry) for entry in dirs + files)]:
+                os.lchown(name, self.uid, self.uid)
+
+    def command(self, command: list[str]) -> list[str]:
+        return ["setpriv", f"--reuid={self.uid}", f"--regid={self.uid}", "--clear-groups", "--", *command]
+
+
+@contextlib.contextmanager
+def ordinary_user() -> Iterator[OrdinaryUser | None]:
+    """An OrdinaryUser as root (None when this suite already runs as an ordinary user, or no uid
+    of the pool can run an interpreter here); what its uid leaves in the scratch folders is
+    removed afterwards."""
+    if not IS_ROOT or READABLE_PYTHON is None:
+        yield None
+        return
+    claimed = identity.claim()
+    assert claimed is not None, "as root the pool of uids must be usable"
+    folder = Path(tempfile.mkdtemp(prefix="kvlab-hostile-user-"))
+    try:
+        folder.chmod(0o755)
+        # The harness, the course library (and the traces beside it, where `make traces` put them).
+        for package in ("autograder", "kvlab", "tools", "data/mooncake"):
+            if (REPO / package).is_dir():
+                shutil.copytree(REPO / package, folder / "code" / package)
+        user = OrdinaryUser(claimed.uid, folder, linked_copy(SITE_PACKAGES, grader_site_entries(), folder / "site"))
+        (user.work / "tmp").mkdir(parents=True)
+        user.give(user.work)
+        user.work.chmod(0o700)
+        yield user
+    finally:
+        for path in identity.owned_entries(claimed.uid):
+            shutil.rmtree(path, ignore_errors=True) if os.path.isdir(path) else os.unlink(path)
+        shutil.rmtree(folder, ignore_errors=True)
+        claimed.release()
+
+
+def mode_refusal(mode: str) -> str | None:
+    """Why this machine cannot grade in `mode`, or None."""
+    if not IS_ROOT:
+        return None if mode == "user" else (
+            "only a root grader runs the worker as a uid of its own; this suite runs as an ordinary user "
+            "and grades in the user mode")
+    if mode != "bubblewrap" and READABLE_PYTHON is None:
+        return "no interpreter here that an unprivileged uid can run, so no grading without bubblewrap"
+    return None
+
+
+def mode_env(mode: str, env: dict[str, str], user: OrdinaryUser | None) -> dict[str, str]:
+    """`env` for a grading in `mode` (see MODES)."""
+    if mode == "bubblewrap" or (mode == "user" and user is None):
+        return env
+    if mode == "user":
+        return user.env(env)
+    return {**gradescope_env(env), **({"KVLAB_NO_LANDLOCK": "1"} if mode == "neither" else {})}
+
+
+def grade_tasks(assignment: str, submission: Path, tests_root: Path, env: dict[str, str],
+                user: OrdinaryUser | None = None) -> AutograderRun:
+    """Grade `submission` against `tests_root` in a subprocess, sandboxed, as the grader does, on
+    `env`'s KVLAB_PYTHON where it names one (see gradescope_env); as `user` if given (its folders
+    must then be under user.work)."""
+    results = submission.parent / f"{submission.name}.json"
+    started = time.monotonic()
+    grading = [env.get("KVLAB_PYTHON", sys.executable), "-c", GRADE_ONE, assignment, str(submission), str(results),
+               str(tests_root)]
+    command, group = memory_limited(user.command(grading) if user else grading, f"{assignment}-{submission.name}")
+    done = subprocess.run(command, cwd=user.work if user else REPO, env=env, capture_output=True, text=True,
+                          timeout=600)
+    seconds = time.monotonic() - started
+    memory_peak, oom_kills = release_cgroup(group)
+    try:
+        graded, problem = json.loads(results.read_text(encoding="utf-8")), None
+        validate(graded)
+    except Exception as error:  # noqa: BLE001 - any way the file is unusable is the finding
+        graded, problem = None, f"{type(error).__name__}: {str(error)[:500]}"
+    return AutograderRun(graded, problem, done.stdout[-4000:] + done.stderr[-4000:], seconds, memory_peak, oom_kills)
+
+
+@dataclass
+class TaskCampaign:
+    honest: dict[tuple[str, str, tuple[str, ...]], AutograderRun]  # TaskCase.key -> the honest part's grading
+    hostile: dict[str, tuple[AutograderRun, str]]  # case name -> (grading, what was submitted)
+    # (assignment, mode) -> its reference graded in that mode (for every mode this machine grades in)
+    references: dict[tuple[str, str], AutograderRun]
+
+
+# The line of a harvest payload where the outputs it answers from are pasted (as a student would paste
+# what an earlier results.json showed into the submitted file).
+HARVEST_LINE = "_OUTPUTS = []  # @HARVEST@"
+
+
+def harvested(payload: str, outputs: list[str]) -> str:
+    """`payload` with `outputs` pasted into its HARVEST_LINE."""
+    assert payload.count(HARVEST_LINE) == 1, f"a harvest payload must hold the line {HARVEST_LINE!r} once"
+    return payload.replace(HARVEST_LINE, f"_OUTPUTS = {outputs!r}")
+
+
+def harvest_then_grade(case: TaskCase, honest: concurrent.futures.Future[AutograderRun], target: Path, tests_root: Path,
+                       env: dict[str, str], user: OrdinaryUser | None) -> AutograderRun:
+    """The harvest case's second submission: the honest part's outputs pasted into the payload, graded."""
+    graded = honest.result()
+    outputs = [test["output"] for test in graded.results["tests"]] if graded.results else []
+    target.write_text(harvested(target.read_text(encoding="utf-8"), outputs), encoding="utf-8")
+    return grade_tasks(case.assignment, target.parent, tests_root, env, user)
+
+
+@pytest.fixture(scope="session")
+def task_campaign(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TaskCampaign]:
+    """Every honest mutant (as root with bubblewrap), every case in its mode and every reference in
+    every mode this machine grades in, graded once, in parallel (a harvest case after its honest part)."""
+    from autograder import mutants
+    from support.suite import Suite
+
+    base = tmp_path_factory.mktemp("hostile-tasks")
+    env = {**{k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "KVLAB_"))},
+           "KVLAB_CALL_TIMEOUT": str(CALL_TIMEOUT), "PYTHONDONTWRITEBYTECODE": "1", "PYTHONPATH": str(REPO)}
+    with ordinary_user() as user:
+        def as_user(mode: str) -> OrdinaryUser | None:
+            return user if mode == "user" else None
+
+        def place(mode: str, source: Path, name: str) -> Path:
+            """`source` copied to `name`, in the user's own folder for the user mode."""
+            if as_user(mode) is None:
+                return shutil.copytree(source, base / name)
+            copy = shutil.copytree(source, user.work / name)
+            user.give(copy)
+            return copy
+
+        runnable = [case for case in TASK_CASES if mode_refusal(case.mode) is None
+                    and not (case.root_only and (case.mode == "user" or not IS_ROOT))]
+        modes = [mode for mode in MODES if mode_refusal(mode) is None]
+        suites = {name: Suite(load_assignment(name, REPO)) for name in ASSIGNMENT_IDS}
+        catalogs = {name: {mutant.name: mutant for mutant in suite.catalog} for name, suite in suites.items()}
+        roots, folders, labels = {}, {}, {}
+        for key in sorted({case.key for case in runnable}):
+            (name, honest, tasks), labels[key] = key, "-".join((key[0], key[1], *key[2]))
+            suite, mutant = suites[name], catalogs[name][honest]
+            roots[key] = suite.tests_root(base / f"tests-{labels[key]}", tasks or mutant.tasks)
+            folders[key] = mutants.apply(mutant, suite.assignment.solution, base / f"honest-{labels[key]}")
+        user_roots = {key: place("user", root, f"tests-{labels[key]}") for key, root in roots.items()
+                      if any(case.key == key and case.mode == "user" for case in runnable)}
+        targets = {}
+        for case in runnable:
+            folder = place(case.mode, folders[case.key], f"case-{case.folder}-{case.mode}")
+            targets[case.name] = target = folder / catalogs[case.assignment][case.honest].file
+            target.write_text(target.read_text(encoding="utf-8") + "\n\n" + case.payload, encoding="utf-8")
+        references = {}
+        for name, suite in suites.items():
+            full = suite.tests_root(base / f"tests-{name}")
+            for mode in modes:
+                references[name, mode] = (place(mode, suite.assignment.solution, f"reference-{name}-{mode}"),
+                                          place(mode, full, f"tests-{name}-{mode}") if as_user(mode) else full)
+        with concurrent.futures.ThreadPoolExecutor(PARALLEL) as pool:
+            # Submitted first, so that a harvest case waiting for its honest part never holds the pool.
+            honest_jobs = {key: pool.submit(grade_tasks, key[0], folders[key], roots[key], env) for key in roots}
+            reference_jobs = {(name, mode): pool.submit(grade_tasks, name, folder, root, mode_env(mode, env, user),
+                                                        as_user(mode))
+                              for (name, mode), (folder, root) in references.items()}
+            case_jobs = {}
+            for case in runnable:
+                key, target, case_user = case.key, targets[case.name], as_user(case.mode)
+                root = user_roots[key] if case_user else roots[key]
+                case_env = mode_env(case.mode, env, user)
+                case_jobs[case.name] = (pool.submit(harvest_then_grade, case, honest_jobs[key], target, root,
+                                                    case_env, case_user)
+                                        if case.harvest else pool.submit(grade_tasks, case.assignment, target.parent,
+                                                                         root, case_env, case_user))
+            honest = {key: job.result() for key, job in honest_jobs.items()}
+            # What was submitted, read after grading: a harvest case's file got its outputs meanwhile.
+            hostile = {name: (job.result(), "\n".join(p.read_text(encoding="utf-8")
+                                                      for p in sorted(targets[name].parent.glob("*.py"))))
+                       for name, job in case_jobs.items()}
+            graded_references = {key: job.result() for key, job in reference_jobs.items()}
+        yield TaskCampaign(honest, hostile, graded_references)
+
+
+def posix_message_queues() -> list[str] | None:
+    """The names of this IPC namespace's POSIX message queues (its mqueue filesystem, mounted for a
+    moment in a mount namespace of its own), or None where that cannot be done (not root)."""
+    if not IS_ROOT or shutil.which("unshare") is None:
+        return None
+    with tempfile.TemporaryDirectory(prefix="kvlab-mqueue-") as folder:
+        done = subprocess.run(["unshare", "--mount", "sh", "-c", 'mount -t mqueue mqueue "$0" && ls -A "$0"', folder],
+                              capture_output=True, text=True, timeout=30)
+    return done.stdout.split() if done.returncode == 0 else None
+
+
+@pytest.mark.timeout(CAMPAIGN_TIMEOUT)
+def test_task_campaign_leaves_nothing(task_campaign: TaskCampaign) -> None:
+    """What the cases wrote outside their folders (files named kvlab-hostile-left-*, a message queue
+    named /kvlab-hostile-*) is gone once their gradings are over, in every mode."""
+    left = [entry for folder in identity.SHARED_SCRATCH if os.path.isdir(folder)
+            for entry in os.listdir(folder) if entry.startswith("kvlab-hostile-left")]
+    assert not left, f"the gradings left {left} in the shared scratch folders"
+    queues = posix_message_queues()
+    assert queues is None or not [q for q in queues if q.startswith("kvlab-hostile")], (
+        f"the gradings left POSIX message queues: {queues}")
+
+
+# ----- grade-all: submissions graded at once cannot read each other ----------------------------------
+# A victim (lecture 2's reference with a secret line) and three peeks (the reference with a payload that
+# looks for the secret in another grading's copy of its files, in another sandbox's seed, or in the
+# folder of submissions a batch grader's command line names) graded together by grade-all's
+# `grade_one`, all at once, in each mode: every grading graded, the victim full marks, no peek's
+# results show the secret.
+
+PEEKS = ("peek_graded_copies", "peek_sandbox_seeds", "peek_submissions_folder")
+SECRET = "KVLAB-SECRET-"
+# mode -> peek -> why it cannot be held there (the results must then say the isolation is reduced)
+PEEKS_UNHELD = {"neither": {"peek_submissions_folder": "the folder of submissions is readable by every user "
+                                                       "here; with neither bubblewrap nor Landlock, file "
+                                                       "permissions are the only barrier"}}
+GRADE_BATCH = """
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from autograder.grade_all import grade_one
+package, submissions, out = map(Path, sys.argv[1:4])
+folders = sorted(submissions.iterdir())
+with ThreadPoolExecutor(len(folders)) as pool:
+    print(list(pool.map(lambda folder: grade_one(package, folder, out), folders)))
+"""
+
+
+@dataclass
+class Batch:
+    results: dict[str, dict[str, Any] | None]  # submission -> its results.json (None: none was written)
+    log: str
+    secret: str
+
+
+@pytest.fixture(scope="session")
+def batch_campaign(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Batch]]:
+    """mode -> the victim and the peeks graded together in that mode (modes this machine grades in)."""
+    base = tmp_path_factory.mktemp("hostile-batch")
+    package = build(ASSIGNMENT, base / "dist")
+    env = {**{k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "KVLAB_", "TMPDIR"))},
+           "KVLAB_CALL_TIMEOUT": str(CALL_TIMEOUT), "PYTHONDONTWRITEBYTECODE": "1", "PYTHONPATH": str(REPO)}
+    batches = {}
+    with ordinary_user() as user:
+        for mode in (mode for mode in MODES if mode_refusal(mode) is None):
+            mode_user = user if mode == "user" else None
+            home = user.work if mode_user else base
+            folder = Path(tempfile.mkdtemp(prefix=f"batch-{mode}-", dir=home))
+            folder.chmod(0o755)  # a staff member's folder of submissions, readable by all
+            secret = f"{SECRET}{os.urandom(8).hex()}"
+            solution = SOLUTION.read_text(encoding="utf-8")
+            submissions = folder / "submissions"
+            for name, text in [("victim", f"{solution}\n# {secret}\n"),
+                               *((peek, f"{solution}\n\n{(HOSTILE_DIR / peek / 'payload.py').read_text()}")
+                                 for peek in PEEKS)]:
+                (submissions / name).mkdir(parents=True)
+                (submissions / name / SOLUTION.name).write_text(text, encoding="utf-8")
+            shutil.copy(package, folder / package.name)
+            if mode_user:
+                user.give(folder)
+            out, graded_env = folder / "out", mode_env(mode, env, user)
+            grading = [graded_env.get("KVLAB_PYTHON", sys.executable), "-c", GRADE_BATCH,
+                       str(folder / package.name), str(submissions), str(out)]
+            done = subprocess.run(mode_user.command(grading) if mode_user else grading,
+                                  cwd=mode_user.work if mode_user else REPO, env=graded_env,
+                                  capture_output=True, text=True, timeout=900)
+            results = {}
+            for name in ["victim", *PEEKS]:
+                path = out / name / "results.json"
+                results[name] = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
+            batches[mode] = Batch(results, (done.stdout + done.stderr)[-4000:], secret)
+        yield batches
+
+
+@pytest.mark.timeout(CAMPAIGN_TIMEOUT)
+@pytest.mark.parametrize("peek", PEEKS)
+@pytest.mark.parametrize("mode", MODES)
+def test_grade_all_keeps_submissions_apart(batch_campaign: dict[str, Batch], mode: str, peek: str) -> None:
+    refusal = mode_refusal(mode)
+    if refusal is not None:
+        pytest.skip(refusal)
+    batch = batch_campaign[mode]
+    for name in ("victim", peek):
+        assert batch.results[name] is not None, f"{mode}: no results.json for {name}:\n{batch.log}"
+        assert batch.results[name]["extra_data"]["status"] == "graded", (
+            f"{mode}: {name} was not graded: {batch.results[name]['output'][:2000]}")
+    victim = batch.results["victim"]
+    assert victim["score"] == victim["extra_data"]["max_score"], f"{mode}: the victim scored {victim['score']}"
+    isolation = batch.results[peek]["extra_data"]["isolation"]
+    unheld = PEEKS_UNHELD.get(mode, {}).get(peek)
+    if unheld is not None:
+        assert any(line.startswith("reduced") for line in isolation), (
+            f"{peek}: {unheld}; the results must say the isolation is reduced: {isolation}")
+        return
+    shown = all_text(batch.results[peek])
+    assert batch.secret not in shown, (
+        f"{mode}: {peek} read the victim's file while both were graded: "
+        f"{shown[shown.index(batch.secret) - 200:shown.index(batch.secret) + 40]}")
+
+
+# What each mode's results must say of the worker's isolation (a line starting so).
+MODE_SAYS = {"bubblewrap": "private filesystem view (bubblewrap)", "landlock": "Landlock (ABI",
+             "user": "Landlock (ABI", "neither": "reduced: no Landlock"}
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("assignment", ASSIGNMENT_IDS)
+def test_reference_scores_full_marks_in_every_mode(task_campaign: TaskCampaign, assignment: str, mode: str) -> None:
+    """Each way of grading gives the reference full marks and names its layers. (Without bubblewrap
+    the main worker is ended for every fresh call (Sandbox.fresh): a test that used an object of it
+    afterwards would be a grader fault there only.)"""
+    refusal = mode_refusal(mode)
+    if refusal is not None:
+        pytest.skip(refusal)
+    graded = task_campaign.references[assignment, mode]
+    assert graded.results is not None, f"no valid results.json: {graded.problem}\n{graded.log}"
+    results = graded.results
+    assert results["extra_data"]["status"] == "graded", f"the grader failed: {results['output']}\n{graded.log}"
+    lost = {t["name"]: t.get("output", "")[:300] for t in results["tests"] if t["score"] < t["max_score"]}
+    assert not lost and results["score"] == results["extra_data"]["max_score"], (
+        f"the reference scored {results['score']} of {results['extra_data']['max_score']} in the {mode} mode; "
+        f"lost points in {lost}")
+    isolation = results["extra_data"]["isolation"]
+    if mode != "bubblewrap" or shutil.which("bwrap"):
+        assert any(line.startswith(MODE_SAYS[mode]) for line in isolation), (
+            f"the {mode} mode's results should name {MODE_SAYS[mode]!r}: {isolation}")
+
+
+@pytest.mark.parametrize("case", TASK_CASES, ids=TASK_CASE_IDS)
+def test_task_attack_gains_nothing(task_campaign: TaskCampaign, case: TaskCase) -> None:
+    if mode_refusal(case.mode) is not None:
+        pytest.skip(mode_refusal(case.mode))
+    if case.root_only and (case.mode == "user" or not IS_ROOT):
+        pytest.skip(f"needs root-level isolation: {case.root_only}")
+    honest_graded = task_campaign.honest[case.key]
+    hostile, submitted = task_campaign.hostile[case.name]
+    assert honest_graded.results is not None, f"the honest part {case.honest}: {honest_graded.problem}\n{honest_graded.log}"
+    assert hostile.results is not None, f"no valid results.json: {hostile.problem}\n{hostile.log}"
+    honest, results = honest_graded.results, hostile.results
+    assert results["extra_data"]["status"] == "graded", f"the attack made the grader fail ({results['output']})"
+    if hostile.memory_peak is not None:
+        assert hostile.memory_peak < GRADER_MEMORY_BYTES - GRADER_HEADROOM_BYTES, (
+            f"the grading peaked at {hostile.memory_peak >> 20} MB, too close to {GRADER_MEMORY_BYTES >> 20} MB")
+    assert passed_tests(honest) != {t["name"] for t in honest["tests"]}, (
+        f"the honest part {case.honest} should fail a test on its own")
+    # A public test's expected value is in its source, which students have: a harvest that pastes it
+    # earns that test, by design. What it must not earn is a hidden test.
+    from support.suite import HIDDEN_MARK  # the hidden tests' visibility in the tests roots graded here
+
+    counted = [{**r, "tests": [t for t in r["tests"] if not case.harvest or t["visibility"] == HIDDEN_MARK]}
+               for r in (honest, results)]
+    (honest_score, score), (honest_passed, passed) = ([sum(t["score"] for t in r["tests"]) for r in counted],
+                                                      [passed_tests(r) for r in counted])
+    assert score <= honest_score, (
+        f"the attack scored {score}, the honest part {case.honest} alone {honest_score}"
+        f"{' (hidden tests)' if case.harvest else ''}; passed beyond it: {sorted(passed - honest_passed)}"
+    )
+    assert not passed - honest_passed, f"tests passed only thanks to the attack: {sorted(passed - honest_passed)}"
+    outputs = "\n".join(t["output"] for t in results["tests"] if t["status"] != "passed")
+    for text in case.says:
+        assert text in outputs, f"no failed test's output says {text!r}; outputs include:\n{outputs[:3000]}"
+    found = leaks(all_text(results), submitted)
+    assert not found, f"results.json shows hidden-test or solution text: {found[:3]}"
+    if case.harvest:
+        harvested = "\n".join(t["output"] for t in honest["tests"])
+        assert case.harvest in harvested, (
+            f"the harvest had nothing to aim at: no output of the honest grading mentions {case.harvest!r}")
+
+
+# What a harvest payload must answer when an output reveals the value: (made-up outputs as a
+# revealing grader would print them, the call to make, the answer). Built from the checks' own
+# message functions where they have a revealing mode (the public tests use it).
+# Where the check modules that write the revealing outputs live.
+REVEALING_IMPORTS = (REPO / "assignments" / "lecture02" / "tests", REPO / "assignments" / "lecture07" / "tests",
+                     REPO / "autograder" / "hidden" / "lecture07")
+
+
+def revealing_outputs(folder: str) -> tuple[list[str], str, Any]:
+    """(outputs, call, answer) for the harvest payload in tests/hostile/payloads/<folder>; the check modules
+    of REVEALING_IMPORTS must be importable."""
+    if folder == "harvest_kv_bytes":
+        from decode_checks import bytes_problem
+        text = bytes_problem("kv_cache_bytes(32, 8, 128, seq_len=5000, batch=3, dtype_bytes=2) (Llama-3.1-8B)", 1,
+                             2 * 32 * 8 * 128 * 2 * 5000 * 3, {"batch": 3})
+        return [text], "kv_cache_bytes(32, 8, 128, 5000, 3, dtype_bytes=2)", 2 * 32 * 8 * 128 * 2 * 5000 * 3
+    if folder == "harvest_hit_ratio":
+        from _eviction_checks import HAND_BLOCK, HAND_TRACE, reference_hits
+        from eviction_checks import describe_call, hit_ratio_problem
+        call = describe_call("the 4-request hand trace", 2, "lru", HAND_BLOCK)
+        text = hit_ratio_problem(call, 0.5, None, HAND_TRACE, 2, "lru", HAND_BLOCK, replay=reference_hits)
+        hit, total = reference_hits(HAND_TRACE, 2, "lru", HAND_BLOCK)
+        return [text], f"hit_ratio([None] * 4, 2, 'lru', {HAND_BLOCK})", hit / total
+    return (["kv_bytes_per_token(the published DeepSeek-V3 config, dtype_bytes=2) returned 1, which is too little; "
+             "expected 70,272"], "kv_bytes_per_token(CONFIGS['DeepSeek-V3'].config, 2)", 70_272)
+
+
+HARVEST_RUN = """
+import json, sys
+from pathlib import Path
+from kvlab.hf_configs import CONFIGS
+from kvlab.trace import BLOCK
+call, payload = sys.argv[1], sys.argv[2]
+def own(*args, **kwargs):
+    return -1
+namespace = {"BLOCK": BLOCK, "kv_bytes_per_token": own, "kv_cache_bytes": own, "hit_ratio": own, "CONFIGS": CONFIGS}
+exec(compile(Path(payload).read_text(), payload, "exec"), namespace)
+print(json.dumps(eval(call, namespace)))
+"""
+
+
+@pytest.mark.parametrize("case", [case for case in TASK_CASES if case.harvest and case.mode == "bubblewrap"],
+                         ids=lambda case: case.folder)
+def test_harvest_payload_wins_where_a_value_is_revealed(case: TaskCase, tmp_path: Path,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A harvest case proves something only if its payload would profit from a message that showed the
+    expected value: run (in a subprocess: no payload runs in the test process) on such outputs, it
+    answers the revealed call with the revealed value, and without them it falls back to its own."""
+    for folder in REVEALING_IMPORTS:
+        monkeypatch.syspath_prepend(str(folder))
+    outputs, call, value = revealing_outputs(case.folder)
+    assert any(shown in text for text in outputs for shown in (repr(value), f"{value:,}")), (
+        f"the made-up outputs do not reveal {value!r}: {outputs}")
+    answers = []
+    for pasted in (outputs, []):
+        payload = tmp_path / "payload.py"
+        payload.write_text(harvested(case.payload, pasted), encoding="utf-8")
+        done = subprocess.run([sys.executable, "-c", HARVEST_RUN, call, str(payload)],
+                              cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)}, capture_output=True, text=True,
+                              timeout=60)
+        assert done.returncode == 0, f"{case.folder}'s payload failed on made-up outputs:\n{done.stderr[-2000:]}"
+        answers.append(json.loads(done.stdout))
+    assert answers == [value, -1], (
+        f"{case.folder}'s payload answered {call} with {answers[0]!r} after a message revealing {value!r} "
+        f"(and {answers[1]!r} without one): it would not profit from a revealed value, so its case proves nothing")

@@ -1,0 +1,176 @@
+"""The blind corpora (autograder/corpus/<id>/), graded by the grader that grades students.
+
+Written from the student bundle alone, they check the grading against the bugs students write from
+the handout's text (the catalogs of autograder/mutants/ hold the bugs the solution's authors
+imagine). Every base (a correct submission in another style) gets full marks; every bug loses
+points in the hidden suite, fails a public test unless its entry says why none can look, and the
+first hidden test it fails names its concept in its message; every rule sentence of the stubs is
+broken by some corpus bug or catalog mutant (so a test is shown to check it). The gradings are in-process (the
+grader's in-process mode, on the hidden and public tests together); SANDBOXED of them are graded
+through the sandbox as well, where both modes must agree test by test.
+"""
+from __future__ import annotations
+
+from collections.abc import Iterator
+from concurrent.futures import Future
+
+import pytest
+
+from autograder import corpus
+from autograder.harness.run import CALL_TIMEOUT_ENV
+from support.checks import check_modes_agree, fails_a_public_test
+from support.graders import Graders, Job, JobResults
+from support.suite import suites
+from support.traces import stand_in_traces
+from support.verdicts import Verdict, listing, not_passed
+
+SUITES = suites()
+ASSIGNMENTS = sorted(a for a in SUITES if corpus.folder(a).is_dir())
+pytestmark = pytest.mark.timeout(1800)  # a test waits for the batch's gradings (see test_suites.py)
+
+# What each corpus must hold at least: bugs, and bases in styles unlike the reference's.
+MIN_BUGS = {"lecture02": 25, "lecture07": 25, "module06": 40}
+MIN_BASES = 3
+# The share of an assignment's bugs that must fail a public test (a public_blind entry counts as not).
+PUBLIC_SHARE = {"lecture02": 1.0, "lecture07": 1.0, "module06": 0.9}
+# Graded through the sandbox too, per assignment: the first base and the first bugs of bugs.json.
+SANDBOXED_BUGS = 2
+# Seconds of CPU per call for the bugs' gradings (KVLAB_CALL_TIMEOUT, which only lowers the
+# assignment's limit): a bug whose cost runs past any limit (an O(n) eviction, a free queue in a list)
+# then fails after 3 s instead of 10, and every correct call fits, as the hostile suite shows by
+# grading every reference at 2 s per call. The bases are graded at the assignment's own limit.
+BUG_CALL_TIMEOUT = 3.0
+
+BUGS = {a: corpus.bugs(a) for a in ASSIGNMENTS}
+BASES = {a: corpus.bases(a) for a in ASSIGNMENTS}
+
+
+def label_of_base(style: str) -> str:
+    return f"base-{style}"
+
+
+def sandboxed(assignment: str) -> set[str]:
+    """The labels of `assignment` graded in both modes."""
+    return {label_of_base(next(iter(BASES[assignment]))), *(bug.name for bug in BUGS[assignment][:SANDBOXED_BUGS])}
+
+
+@pytest.fixture(scope="module")
+def gradings(request: pytest.FixtureRequest,
+             tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[tuple[str, str], Future[JobResults]]]:
+    """The gradings of every corpus entry of the assignments this session's tests read, queued at
+    once (support.graders.Graders)."""
+    wanted = {item.callspec.params["assignment"] for item in request.session.items
+              if item.module is request.module and "gradings" in item.fixturenames}
+    jobs = []
+    for name in sorted(wanted):
+        suite = SUITES[name]
+        base = tmp_path_factory.mktemp(f"corpus-{name}")
+        env = stand_in_traces(suite.assignment.traces, base / "traces", real_if_present=False)
+        whole = suite.tests_root(base / "root-all")
+        both = sandboxed(name)
+        for style, folder in BASES[name].items():
+            label = label_of_base(style)
+            modes = ("sandbox", "inprocess") if label in both else ("inprocess",)
+            jobs.append(Job(name, label, folder, whole, base / label, suite.checks.run_seconds, env, modes=modes))
+        for bug in BUGS[name]:
+            out = base / bug.name
+            root = suite.tests_root(out / "root", (bug.task,)) if suite.checks.mutants_run_own_tasks else whole
+            submission = corpus.apply(name, bug, out / "submission")
+            modes = ("sandbox", "inprocess") if bug.name in both else ("inprocess",)
+            jobs.append(Job(name, bug.name, submission, root, out, suite.checks.run_seconds,
+                            {**env, CALL_TIMEOUT_ENV: str(BUG_CALL_TIMEOUT)}, modes=modes))
+    graders = Graders(sorted(jobs, key=lambda job: (-job.seconds, job.label)))
+    yield graders.futures
+    graders.stop()
+
+
+def outcomes(gradings: dict[tuple[str, str], Future[JobResults]], assignment: str, label: str) -> list[Verdict]:
+    return gradings[assignment, label].result().outcomes("inprocess")
+
+
+@pytest.mark.parametrize("assignment", ASSIGNMENTS)
+def test_corpus_is_complete_and_applies(assignment: str) -> None:
+    bugs, bases = BUGS[assignment], BASES[assignment]
+    assert len(bugs) >= MIN_BUGS[assignment], f"{assignment}'s corpus holds {len(bugs)} bugs; at least {MIN_BUGS[assignment]} needed"
+    assert len(bases) >= MIN_BASES, f"{assignment}'s corpus holds {len(bases)} correct bases; at least {MIN_BASES} needed"
+    files = set(SUITES[assignment].assignment.files)
+    tasks = set(SUITES[assignment].tasks)
+    for style, folder in bases.items():
+        present = {path.name for path in folder.iterdir() if path.suffix == ".py"}
+        assert present == files, f"base {style} holds {sorted(present)}; a submission is exactly {sorted(files)}"
+    for bug in bugs:
+        assert bug.base in bases, f"corpus entry {bug.name} edits base {bug.base!r}, which is not in bases/"
+        assert bug.file in files, f"corpus entry {bug.name} edits {bug.file}, not a submitted file"
+        assert bug.task in tasks, f"corpus entry {bug.name} names task {bug.task!r}, not one of {sorted(tasks)}"
+        text = (bases[bug.base] / bug.file).read_text(encoding="utf-8")
+        assert corpus.mutate(bug, text) != text, f"corpus entry {bug.name} changes nothing"
+
+
+BASE_PARAMS = [pytest.param(a, style, id=f"{a}-{style}") for a in ASSIGNMENTS for style in BASES[a]]
+BUG_PARAMS = [pytest.param(a, bug, id=f"{a}-{bug.name}") for a in ASSIGNMENTS for bug in BUGS[a]]
+
+
+@pytest.mark.parametrize(("assignment", "style"), BASE_PARAMS)
+def test_correct_submission_gets_full_marks(assignment: str, style: str,
+                                            gradings: dict[tuple[str, str], Future[JobResults]]) -> None:
+    failed = not_passed(outcomes(gradings, assignment, label_of_base(style)))
+    assert not failed, f"{assignment}'s correct corpus submission {style} fails {len(failed)} tests:\n{listing(failed)}"
+
+
+def first_hidden_failure(found: list[Verdict]) -> Verdict | None:
+    """The first hidden test, in the suite's order, that did not pass."""
+    return next((o for o in found if not o.public and not o.passed), None)
+
+
+@pytest.mark.parametrize(("assignment", "bug"), BUG_PARAMS)
+def test_bug_loses_points_with_a_message_naming_it(assignment: str, bug: corpus.Bug,
+                                                   gradings: dict[tuple[str, str], Future[JobResults]]) -> None:
+    found = outcomes(gradings, assignment, bug.name)
+    about = f"{assignment} corpus bug {bug.name} ({bug.bug}; rule: {bug.rule})"
+    first = first_hidden_failure(found)
+    assert first is not None, f"{about} passes every hidden test"
+    assert bug.names_concept(first.message), (
+        f"the first hidden test {about} fails does not name it: its message contains none of {list(bug.expect)}:\n"
+        f"{listing([first])}")
+
+
+@pytest.mark.parametrize(("assignment", "bug"), [p for p in BUG_PARAMS if not p.values[1].public_blind])
+def test_bug_fails_a_public_test(assignment: str, bug: corpus.Bug,
+                                 gradings: dict[tuple[str, str], Future[JobResults]]) -> None:
+    found = outcomes(gradings, assignment, bug.name)
+    assert fails_a_public_test(found), (
+        f"{assignment} corpus bug {bug.name} ({bug.bug}) passes every public test, so a student cannot see it "
+        f"before submitting; strengthen a public test, or say in its public_blind why none can")
+
+
+@pytest.mark.parametrize("assignment", ASSIGNMENTS)
+def test_public_tests_catch_their_share(assignment: str, gradings: dict[tuple[str, str], Future[JobResults]]) -> None:
+    missed = [bug.name for bug in BUGS[assignment] if not fails_a_public_test(outcomes(gradings, assignment, bug.name))]
+    share = 1 - len(missed) / len(BUGS[assignment])
+    assert share >= PUBLIC_SHARE[assignment], (
+        f"the public tests catch {share:.0%} of {assignment}'s corpus bugs ({PUBLIC_SHARE[assignment]:.0%} needed); "
+        f"they miss: {', '.join(missed)}")
+
+
+@pytest.mark.parametrize(("assignment", "label"), [pytest.param(a, label, id=f"{a}-{label}")
+                                                   for a in ASSIGNMENTS for label in sorted(sandboxed(a))])
+def test_sandboxed_grading_agrees(assignment: str, label: str,
+                                  gradings: dict[tuple[str, str], Future[JobResults]]) -> None:
+    check_modes_agree(gradings[assignment, label].result())
+
+
+@pytest.mark.parametrize("assignment", ASSIGNMENTS)
+def test_every_stated_rule_is_broken_by_a_corpus_bug(assignment: str) -> None:
+    # A bug that breaks the rule and is caught (the tests above) is what shows a test checks it.
+    stubs = SUITES[assignment].assignment
+    rules = [bug.rule for bug in BUGS[assignment]] + [m.rule for m in SUITES[assignment].catalog if m.rule]
+    exempt = corpus.not_rules(assignment)
+    sentences = [(where, sentence) for name in stubs.files for where, sentence in corpus.stated_rules(stubs.starter / name)]
+    unbroken = [f"{where}: {sentence}" for where, sentence in sentences
+                if sentence not in exempt and not any(corpus.quotes_sentence(rule, sentence) for rule in rules)]
+    assert not unbroken, (
+        f"{len(unbroken)} rule sentences of {assignment}'s stubs are broken by no corpus bug or catalog mutant, so "
+        "nothing shows a test checks them; add a bug that breaks each (quoting the sentence in its rule):\n"
+        + "\n".join(unbroken))
+    stale = sorted(set(exempt) - {sentence for _, sentence in sentences})
+    assert not stale, f"not_rules.json of {assignment} lists sentences the stubs no longer hold: {stale}"

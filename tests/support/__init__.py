@@ -1,0 +1,15 @@
+"""What the repository's tests share, imported by name (`from support.graders import Graders`).
+
+pyproject.toml's pytest `pythonpath` puts tests/ on sys.path, so this package is importable from
+every test folder; it holds no tests itself. One job a module:
+
+- `repo`: where the repository is, and its assignments;
+- `verdicts`: one test's outcome, read from a junit report (the students' own path) or results.json;
+- `suite`: one assignment as the tests of the tests see it (its tests, catalog and contract);
+- `traces`: stand-ins for the Mooncake traces, so gradings that replay them run without them;
+- `graders`: the grading processes of test_suites and test_corpus (`grade_batch.py`, run by path);
+- `checks`: the assertions test_suites and test_corpus make on what the grader wrote;
+- `isolation`: what this machine's isolation lets a test do (an interpreter or folder an
+  unprivileged uid can reach, whether a worker runs in bubblewrap's view);
+- `hostile_campaign`: the hostile campaign's machinery (tests/hostile/).
+"""
