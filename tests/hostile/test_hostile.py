@@ -374,7 +374,7 @@ def test_every_case_folder_is_used() -> None:
     folders = {p.name for p in HOSTILE_DIR.iterdir() if p.is_dir()}
     used = {case.folder for case in CASES} | {case.folder for case in TASK_CASES} | set(PEEKS)
     assert used == folders, (
-        f"each folder of tests/hostile must be a case: unused {sorted(folders - used)}, missing {sorted(used - folders)}"
+        f"each folder of tests/hostile/payloads must be a case: unused {sorted(folders - used)}, missing {sorted(used - folders)}"
     )
     names = [case.name for case in CASES]
     assert len(set(names)) == len(names), "two cases with one name"

@@ -41,7 +41,6 @@ ASSIGNMENT = "lecture02"
 SOLUTION = REPO / "solutions" / ASSIGNMENT / "kv_decode.py"
 STARTER = REPO / "starter" / ASSIGNMENT / "kv_decode.py"
 HIDDEN = REPO / "autograder" / "hidden" / ASSIGNMENT
-PUBLIC = REPO / "assignments" / ASSIGNMENT / "tests"
 VENV = Path(sys.prefix)
 SITE_PACKAGES = Path(sysconfig.get_paths()["purelib"])
 IS_ROOT = os.geteuid() == 0
