@@ -23,7 +23,6 @@ from typing import Any
 import numpy as np
 
 from eviction_checks import CLASSES, Script, held_blocks
-from kvlab.testing.draws import drawn
 from kvlab.trace import BLOCK, Request, load_mooncake_trace, mooncake_dir
 from paged_checks import describe_error, outcome
 

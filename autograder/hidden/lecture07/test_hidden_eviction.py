@@ -9,14 +9,13 @@ from typing import Any
 
 import pytest
 
-from _eviction_checks import (
-    GUARD_SECONDS, LFU_SCRIPT, LRU_SCRIPT, REFERENCES, TINY_SCRIPT, drawn, replay_problem,
-)
+from _eviction_checks import GUARD_SECONDS, LFU_SCRIPT, LRU_SCRIPT, REFERENCES, TINY_SCRIPT, replay_problem
 from eviction_checks import (
     CLASSES, GUARD_CAPACITY, SLOW_CAUSE, Script, base_growth_problem, error_problem, full_trace, guarded_sequence,
     script_problem, time_limit,
 )
 from paged_checks import describe_error, outcome, raise_problem
+from kvlab.testing.draws import drawn
 
 # After the guard's insert: match calls on runs of this many consecutive trace blocks, and `in`
 # questions, at positions drawn per run (early runs were evicted, late ones are held).

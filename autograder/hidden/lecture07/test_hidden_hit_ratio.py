@@ -14,10 +14,11 @@ from typing import Any
 
 import pytest
 
-from _eviction_checks import GUARD_SECONDS, HAND_BLOCK, HAND_TRACE, conversation_trace, drawn, reference_hits
+from _eviction_checks import GUARD_SECONDS, HAND_BLOCK, HAND_TRACE, conversation_trace, reference_hits
 from eviction_checks import (
     GUARD_CAPACITY, describe_call, full_trace, hit_ratio_problem, run_hit_ratio, small_trace, time_limit,
 )
+from kvlab.testing.draws import drawn
 from kvlab.trace import Request
 
 
