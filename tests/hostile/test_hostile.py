@@ -369,7 +369,8 @@ def test_hostile_sources_parse(path: Path) -> None:
 
 
 def test_every_case_folder_is_used() -> None:
-    from test_hostile_modes import PEEKS, TASK_CASES  # the second part's cases (it imports this file)
+    from test_hostile_batch import PEEKS  # the other parts' cases (they import support.hostile_campaign,
+    from test_hostile_modes import TASK_CASES  # not this file)
 
     folders = {p.name for p in HOSTILE_DIR.iterdir() if p.is_dir()}
     used = {case.folder for case in CASES} | {case.folder for case in TASK_CASES} | set(PEEKS)

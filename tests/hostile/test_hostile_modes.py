@@ -1,13 +1,16 @@
-"""The hostile campaign's second part: lecture 7's and module 6's verdicts, the worker's state, writes
-and reads, graded in the four ways a course grades (MODES), and grade-all's submissions kept apart.
+"""The hostile campaign's second part: verdicts that must depend only on the trusted side, the worker's
+state, its writes and reads, graded in the four ways a course grades (support.grading_modes.MODES),
+and every reference graded in each of them.
 
-A file of its own so that the test runner's workers grade it beside the first part
-(tests/hostile/test_hostile.py: lecture 2's cases; the machinery both share: tests/support/hostile_campaign.py).
+A file of its own so that the test runner's workers grade it beside the other parts
+(tests/hostile/test_hostile.py: lecture 2's cases; tests/hostile/test_hostile_batch.py: grade-all; the
+machinery they share: tests/support/hostile_campaign.py). One module on purpose (over 400 lines): the
+cases, the one fixture that grades them all in parallel and the tests that read its gradings share the
+cases' declarations.
 """
 from __future__ import annotations
 
 import concurrent.futures
-import contextlib
 import dataclasses
 import json
 import os
@@ -15,6 +18,7 @@ import re
 import shutil
 import subprocess
 import sys
+import sysconfig
 import tempfile
 import time
 from collections.abc import Iterator
@@ -25,13 +29,14 @@ from typing import Any
 import pytest
 
 from autograder.assignment import load_assignment
-from autograder.build import build
 from autograder.harness.results import validate
 from autograder.harness.sandbox import identity
+from support.grading_modes import (
+    MODE_SAYS, MODE_SUFFIX, MODES, ROOT_MODES, OrdinaryUser, mode_env, mode_refusal, ordinary_user,
+)
 from support.hostile_campaign import (
-    ASSIGNMENT, CALL_TIMEOUT, CAMPAIGN_TIMEOUT, GRADER_HEADROOM_BYTES, GRADER_MEMORY_BYTES, HOSTILE_DIR, IS_ROOT,
-    PARALLEL, READABLE_PYTHON, SITE_PACKAGES, SOLUTION, AutograderRun, all_text, gradescope_env, leaks, memory_limited,
-    passed_tests, release_cgroup,
+    CALL_TIMEOUT, CAMPAIGN_TIMEOUT, GRADER_HEADROOM_BYTES, GRADER_MEMORY_BYTES, HOSTILE_DIR, IS_ROOT, PARALLEL,
+    SITE_PACKAGES, AutograderRun, all_text, leaks, memory_limited, passed_tests, release_cgroup,
 )
 from support.repo import ASSIGNMENT_IDS, REPO
 
@@ -47,21 +52,6 @@ from support.repo import ASSIGNMENT_IDS, REPO
 # the honest parts once, as root with bubblewrap.
 
 L07 = "lecture07"
-
-# The ways a grader runs student code, each with the layers its results must name:
-#   bubblewrap  root where bubblewrap works: a private filesystem view, namespaces, seccomp, Landlock;
-#   landlock    root without bubblewrap, as Gradescope's Docker grades: a uid of its own, seccomp,
-#               Landlock (see gradescope_env);
-#   user        an ordinary user's grader (a TA's laptop): the worker runs as that user, confined by
-#               seccomp and Landlock; as root the suite grades as a uid of the pool (as_ordinary_user);
-#   neither     root without bubblewrap on a kernel without Landlock: a uid of its own and seccomp,
-#               the results say the isolation is reduced (KVLAB_NO_LANDLOCK=1).
-MODES = ("bubblewrap", "landlock", "user", "neither")
-# Most cases: the two modes a course grades in (Gradescope's Docker and an instructor's root grader).
-ROOT_MODES = ("bubblewrap", "landlock")
-MODE_SUFFIX = {"bubblewrap": "", "landlock": ", no bubblewrap", "user": ", ordinary user",
-               "neither": ", neither bubblewrap nor Landlock"}
-
 
 @dataclass(frozen=True)
 class TaskCase:
@@ -79,10 +69,21 @@ class TaskCase:
     mode: str = "bubblewrap"  # this grading's (the declaration is expanded into one case per mode)
     # The tasks graded, when fewer than the honest mutant's: the ones the attack aims at.
     tasks: tuple[str, ...] = ()
+    # Why file permissions alone cannot keep this read out, when they cannot: with neither bubblewrap
+    # nor Landlock the results must then say the isolation is reduced, as grade-all's PEEKS_UNHELD.
+    unheld_by_permissions: str = ""
+    # The payload answers inputs a public test shows (as a harvest pastes a public expected value): it may
+    # earn that public test, never a hidden one.
+    public_inputs: bool = False
 
     @property
     def payload(self) -> str:
         return (HOSTILE_DIR / self.folder / "payload.py").read_text(encoding="utf-8")
+
+    @property
+    def hidden_only(self) -> bool:
+        """Whether only the hidden tests' scores are compared (see public_inputs)."""
+        return bool(self.harvest) or self.public_inputs
 
     @property
     def key(self) -> tuple[str, str, tuple[str, ...]]:
@@ -93,13 +94,15 @@ class TaskCase:
 # A grader that is not root runs every worker as itself: what one leaves outside its folder cannot be
 # told from the grader's own.
 SHARED_OUTSIDE = "the worker's own uid (root's grader claims one) owns what it leaves in /tmp and IPC objects"
+CHECKOUT_READABLE = ("a checkout that every user may read (as most are) is read through the permission bits "
+                     "every grader leaves; only Landlock or bubblewrap keeps the worker out of it")
 TASK_CASES = [
     TaskCase("paged_step replaced in the worker", "slots_count_from_length", "paged_step_replaced",
-             says=("paged_step",)),
+             says=("paged_step",), modes=MODES),
     TaskCase("paged_step's cache adapter replaced in the worker", "slots_count_from_length",
-             "paged_cache_replaced", says=("paged_step",)),
+             "paged_cache_replaced", says=("paged_step",), modes=MODES),
     TaskCase("kvlab.paged swapped in sys.modules", "slots_count_from_length", "paged_module_swapped",
-             says=("paged_step",)),
+             says=("paged_step",), modes=MODES),
     TaskCase("fresh process reads the earlier one's file", "hashes_through_python_hash", "fresh_memory_in_home",
              says=("fresh process",)),
     TaskCase("fresh process reads the earlier one's /tmp", "hashes_through_python_hash", "fresh_memory_in_tmp",
@@ -107,7 +110,9 @@ TASK_CASES = [
     TaskCase("fresh process finds the earlier one's folder by its path", "hashes_through_python_hash",
              "fresh_memory_by_path", says=("fresh process",)),
     TaskCase("fresh process reads the earlier one's shared memory", "hashes_through_python_hash",
-             "fresh_memory_in_ipc", says=("fresh process",), root_only=SHARED_OUTSIDE),
+             "fresh_memory_in_ipc", says=("fresh process",), modes=MODES),
+    TaskCase("fresh process reads the earlier one's POSIX message queue", "hashes_through_python_hash",
+             "fresh_memory_in_mqueue", says=("fresh process",), modes=MODES),
     TaskCase("fresh process reads the names of the earlier one's sockets", "hashes_through_python_hash",
              "fresh_memory_in_socket_names", says=("fresh process",), modes=MODES),
     TaskCase("fresh process runs what the earlier one appended to its source", "hashes_through_python_hash",
@@ -148,40 +153,55 @@ TASK_CASES += [
              modes=MODES),
     TaskCase("every byte count 2 million ints long", "bytes_per_token_without_factor_2", "message_huge_bytes",
              assignment="lecture02", tasks=("kv_memory",), modes=MODES),
+    TaskCase("every KV memory answer 2 million ints long", "mla_treated_as_gqa", "message_huge_kv_memory",
+             assignment=M06, tasks=("kv_memory",), modes=MODES),
     # Writes outside the worker's own folder, reads of other processes' files.
     TaskCase("files written beside the worker's folder and in the shared scratch folders",
              "hashes_through_python_hash", "writes_beside_home", says=("fresh process",), modes=MODES),
-    TaskCase("other processes' files read through /proc", "slots_count_from_length", "reads_through_proc",
+    TaskCase("other processes' files read through /proc", "hashes_through_python_hash", "reads_through_proc",
+             modes=MODES),
+    TaskCase("a checkout's hidden tests found above sys.path", "hashes_through_python_hash", "reads_checkout_hidden",
+             modes=MODES, unheld_by_permissions=CHECKOUT_READABLE),
+    TaskCase("the grading's tests found through other processes' command lines", "hashes_through_python_hash",
+             "reads_grading_tests", modes=MODES),
+    TaskCase("the grader's scripts, tests and library appended to", "hashes_through_python_hash",
+             "writes_grader_files", modes=MODES),
+    TaskCase(".pth import hooks planted in every site folder", "hashes_through_python_hash", "writes_import_hooks",
              modes=MODES),
     # Inputs whose shape tells the expected value.
     TaskCase("max_batch's boundary recognized by its free memory", "max_batch_rounds_up",
              "answers_from_max_batch_args", assignment=M06, tasks=("kv_memory",), modes=MODES),
+    TaskCase("max_batch's weights recognized by being one byte too large", "max_batch_negative",
+             "answers_from_weights_shortfall", assignment=M06, tasks=("kv_memory",), modes=MODES),
+    TaskCase("kv_cache_gib right only on the lab's grid of inputs", "gib_as_decimal_gb", "answers_from_lab_grid",
+             assignment=M06, tasks=("kv_memory",), modes=MODES, public_inputs=True),
     # Store counters counted where the worker cannot reach them (the store is lent to the worker).
     TaskCase("store counters decremented from the worker", "store_resends_stored_chunks",
              "m06_store_counts_decrement", says=("a chunk already in the store is sent again",), assignment=M06,
-             tasks=("kv_connector",)),
+             tasks=("kv_connector",), modes=MODES),
     TaskCase("store methods replaced by uncounted ones in the worker", "lookup_reads_values",
-             "m06_store_counts_uncounted", says=("lookup reads no values",), assignment=M06, tasks=("kv_connector",)),
+             "m06_store_counts_uncounted", says=("lookup reads no values",), assignment=M06, tasks=("kv_connector",),
+             modes=MODES),
     TaskCase("store's answers replaced by a private memory of what was sent", "store_resends_stored_chunks",
-             "m06_store_counts_private_cache", says=("evicted since",), assignment=M06, tasks=("kv_connector",)),
-    # Costs padded to look linear, and answers that depend on who asks: graded with bubblewrap (each
-    # padded grading burns seconds of CPU on purpose; the helpers' runs held them without it too).
+             "m06_store_counts_private_cache", says=("evicted since",), assignment=M06, tasks=("kv_connector",),
+             modes=MODES),
+    # Costs padded to look linear, and answers that depend on who asks.
     TaskCase("recomputing decode padded to a CPU floor per call", "decode_recomputes_sequence",
              "l02_padded_cost_floor", says=("new tokens on tiny-wide",), assignment="lecture02",
-             tasks=("greedy_decode",), modes=("bubblewrap",)),
+             tasks=("greedy_decode",), modes=MODES),
     TaskCase("recomputing decode padded per token", "decode_recomputes_sequence", "l02_padded_cost_per_token",
              says=("new tokens on tiny-wide",), assignment="lecture02", tasks=("greedy_decode",),
-             modes=("bubblewrap",)),
+             modes=MODES),
     TaskCase("recomputing decode padded by call count", "decode_recomputes_sequence", "l02_padded_cost_call_count",
              says=("new tokens on tiny-wide",), assignment="lecture02", tasks=("greedy_decode",),
-             modes=("bubblewrap",)),
+             modes=MODES),
     TaskCase("nbytes right only from kvlab.testing.probe's frame", "nbytes_counts_max_seq", "l02_detects_caller_frame",
-             says=("instead of the stored tokens",), assignment="lecture02", tasks=("kv_cache",)),
+             says=("instead of the stored tokens",), assignment="lecture02", tasks=("kv_cache",), modes=MODES),
     TaskCase("nbytes right only where argv and stack look like the grader's", "nbytes_counts_max_seq",
              "l02_detects_caller_path", says=("instead of the stored tokens",), assignment="lecture02",
-             tasks=("kv_cache",)),
+             tasks=("kv_cache",), modes=MODES),
     TaskCase("length right only for test modules", "advance_ignores_n", "l02_detects_caller_test_module",
-             says=("advance(n) must",), assignment="lecture02", tasks=("kv_cache",)),
+             says=("advance(n) must",), assignment="lecture02", tasks=("kv_cache",), modes=MODES),
 ]
 # One case per mode of each declaration.
 TASK_CASES = [dataclasses.replace(case, name=case.name + MODE_SUFFIX[mode], mode=mode)
@@ -194,135 +214,6 @@ from pathlib import Path
 from autograder.harness.run import run
 run(sys.argv[1], Path(sys.argv[2]), Path(sys.argv[3]), mode="sandbox", tests_root=Path(sys.argv[4]))
 """
-
-
-def grader_site_entries() -> tuple[str, ...]:
-    """The entries of site-packages that the grader imports: what the distributions of
-    requirements/grader.txt, and those they require, install there (and tqdm, grade-all's progress bar)."""
-    from importlib import metadata
-
-    from packaging.requirements import Requirement
-
-    wanted, seen, entries = ["tqdm"], set(), set()
-    for name in ("grader.txt", "student.txt"):
-        for line in (REPO / "requirements" / name).read_text(encoding="utf-8").splitlines():
-            line = line.split("#")[0].strip()
-            if line and not line.startswith("-"):
-                wanted.append(Requirement(line).name)
-    while wanted:
-        name = wanted.pop()
-        if name.lower() in seen:
-            continue
-        seen.add(name.lower())
-        try:
-            distribution = metadata.distribution(name)
-        except metadata.PackageNotFoundError:
-            continue  # a requirement whose marker excludes this interpreter
-        entries |= {file.parts[0] for file in distribution.files or () if file.parts[0] != ".."}
-        for text in distribution.requires or ():
-            requirement = Requirement(text)
-            if requirement.marker is None or requirement.marker.evaluate({"extra": ""}):
-                wanted.append(requirement.name)
-    return tuple(sorted(entries))
-
-
-def linked_copy(folder: Path, names: tuple[str, ...], target: Path) -> Path:
-    """`target` holding the entries `names` of `folder`, hard-linked where the filesystem allows
-    (else copied), readable by all: the grader's packages for a uid that cannot enter `folder`."""
-    def link(source: str, copy: str) -> None:
-        try:
-            os.link(source, copy)
-        except OSError:
-            shutil.copy2(source, copy)
-
-    target.mkdir(mode=0o755)
-    for name in names:
-        source = folder / name
-        if source.is_dir():
-            shutil.copytree(source, target / name, copy_function=link, symlinks=True)
-        elif source.is_file():
-            link(str(source), str(target / name))
-    for path, _, _ in os.walk(target):
-        os.chmod(path, 0o755)
-    return target
-
-
-@dataclass
-class OrdinaryUser:
-    """The user mode as root: the grader runs as a uid of the pool (claimed, so no sandbox uses it),
-    as an ordinary user's grader would run, its workers then as that uid too. It reads copies of
-    the harness, the course library and the grader's packages (the checkout may lie in a folder
-    only root can enter) and writes only its own folder."""
-
-    uid: int
-    folder: Path  # mode 755, root's: code/ (the harness and kvlab), work/ (the uid's own)
-    site: Path  # the grader's packages, staged where that uid can read them
-
-    @property
-    def work(self) -> Path:
-        return self.folder / "work"
-
-    def env(self, env: dict[str, str]) -> dict[str, str]:
-        return {**env, "KVLAB_PYTHON": READABLE_PYTHON or sys.executable, "HOME": str(self.work),
-                "TMPDIR": str(self.work / "tmp"), "PYTHONPATH": os.pathsep.join([str(self.folder / "code"), str(self.site)])}
-
-    def give(self, path: Path) -> None:
-        """Make `path` (under work/) the uid's, as an ordinary user's own files are."""
-        for folder, dirs, files in os.walk(path):
-            for name in [folder, *(os.path.join(folder, entry) for entry in dirs + files)]:
-                os.lchown(name, self.uid, self.uid)
-
-    def command(self, command: list[str]) -> list[str]:
-        return ["setpriv", f"--reuid={self.uid}", f"--regid={self.uid}", "--clear-groups", "--", *command]
-
-
-@contextlib.contextmanager
-def ordinary_user() -> Iterator[OrdinaryUser | None]:
-    """An OrdinaryUser as root (None when this suite already runs as an ordinary user, or no uid
-    of the pool can run an interpreter here); what its uid leaves in the scratch folders is
-    removed afterwards."""
-    if not IS_ROOT or READABLE_PYTHON is None:
-        yield None
-        return
-    claimed = identity.claim()
-    assert claimed is not None, "as root the pool of uids must be usable"
-    folder = Path(tempfile.mkdtemp(prefix="kvlab-hostile-user-"))
-    try:
-        folder.chmod(0o755)
-        # The harness, the course library (and the traces beside it, where `make traces` put them).
-        for package in ("autograder", "kvlab", "tools", "data/mooncake"):
-            if (REPO / package).is_dir():
-                shutil.copytree(REPO / package, folder / "code" / package)
-        user = OrdinaryUser(claimed.uid, folder, linked_copy(SITE_PACKAGES, grader_site_entries(), folder / "site"))
-        (user.work / "tmp").mkdir(parents=True)
-        user.give(user.work)
-        user.work.chmod(0o700)
-        yield user
-    finally:
-        for path in identity.owned_entries(claimed.uid):
-            shutil.rmtree(path, ignore_errors=True) if os.path.isdir(path) else os.unlink(path)
-        shutil.rmtree(folder, ignore_errors=True)
-        claimed.release()
-
-
-def mode_refusal(mode: str) -> str | None:
-    """Why this machine cannot grade in `mode`, or None."""
-    if not IS_ROOT:
-        return None if mode == "user" else (
-            "only a root grader runs the worker as a uid of its own; this suite runs as an ordinary user "
-            "and grades in the user mode")
-    if mode != "bubblewrap" and READABLE_PYTHON is None:
-        return "no interpreter here that an unprivileged uid can run, so no grading without bubblewrap"
-    return None
-
-
-def mode_env(mode: str, env: dict[str, str], user: OrdinaryUser | None) -> dict[str, str]:
-    """`env` for a grading in `mode` (see MODES)."""
-    if mode == "bubblewrap" or (mode == "user" and user is None):
-        return env
-    if mode == "user":
-        return user.env(env)
-    return {**gradescope_env(env), **({"KVLAB_NO_LANDLOCK": "1"} if mode == "neither" else {})}
 
 
 def grade_tasks(assignment: str, submission: Path, tests_root: Path, env: dict[str, str],
@@ -353,6 +244,9 @@ class TaskCampaign:
     hostile: dict[str, tuple[AutograderRun, str]]  # case name -> (grading, what was submitted)
     # (assignment, mode) -> its reference graded in that mode (for every mode this machine grades in)
     references: dict[tuple[str, str], AutograderRun]
+    # Where the gradings' files are (the cases' folders, tests roots and results, the user's copies of the
+    # grader) and the grader's own: what no case may leave a file in.
+    grader_folders: list[Path]
 
 
 # The line of a harvest payload where the outputs it answers from are pasted (as a student would paste
@@ -442,7 +336,8 @@ def task_campaign(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TaskCamp
                                                       for p in sorted(targets[name].parent.glob("*.py"))))
                        for name, job in case_jobs.items()}
             graded_references = {key: job.result() for key, job in reference_jobs.items()}
-        yield TaskCampaign(honest, hostile, graded_references)
+        yield TaskCampaign(honest, hostile, graded_references,
+                           [base, REPO / "kvlab", REPO / "autograder", SITE_PACKAGES, *([user.folder] if user else [])])
 
 
 def posix_message_queues() -> list[str] | None:
@@ -459,115 +354,18 @@ def posix_message_queues() -> list[str] | None:
 @pytest.mark.timeout(CAMPAIGN_TIMEOUT)
 def test_task_campaign_leaves_nothing(task_campaign: TaskCampaign) -> None:
     """What the cases wrote outside their folders (files named kvlab-hostile-left-*, a message queue
-    named /kvlab-hostile-*) is gone once their gradings are over, in every mode."""
+    named /kvlab-hostile-*) is gone once their gradings are over, in every mode; none ever got into
+    the grader's folders or the interpreter's."""
     left = [entry for folder in identity.SHARED_SCRATCH if os.path.isdir(folder)
             for entry in os.listdir(folder) if entry.startswith("kvlab-hostile-left")]
     assert not left, f"the gradings left {left} in the shared scratch folders"
+    site = {sysconfig.get_paths()[key] for key in ("stdlib", "purelib", "platlib")}
+    planted = [os.path.join(folder, name) for top in [*task_campaign.grader_folders, *site]
+               for folder, _, names in os.walk(top) for name in names if name.startswith("kvlab-hostile-left")]
+    assert not planted, f"a case wrote into the grader's or the interpreter's folders: {planted}"
     queues = posix_message_queues()
     assert queues is None or not [q for q in queues if q.startswith("kvlab-hostile")], (
         f"the gradings left POSIX message queues: {queues}")
-
-
-# ----- grade-all: submissions graded at once cannot read each other ----------------------------------
-# A victim (lecture 2's reference with a secret line) and three peeks (the reference with a payload that
-# looks for the secret in another grading's copy of its files, in another sandbox's seed, or in the
-# folder of submissions a batch grader's command line names) graded together by grade-all's
-# `grade_one`, all at once, in each mode: every grading graded, the victim full marks, no peek's
-# results show the secret.
-
-PEEKS = ("peek_graded_copies", "peek_sandbox_seeds", "peek_submissions_folder")
-SECRET = "KVLAB-SECRET-"
-# mode -> peek -> why it cannot be held there (the results must then say the isolation is reduced)
-PEEKS_UNHELD = {"neither": {"peek_submissions_folder": "the folder of submissions is readable by every user "
-                                                       "here; with neither bubblewrap nor Landlock, file "
-                                                       "permissions are the only barrier"}}
-GRADE_BATCH = """
-import sys
-from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
-from autograder.grade_all import grade_one
-package, submissions, out = map(Path, sys.argv[1:4])
-folders = sorted(submissions.iterdir())
-with ThreadPoolExecutor(len(folders)) as pool:
-    print(list(pool.map(lambda folder: grade_one(package, folder, out), folders)))
-"""
-
-
-@dataclass
-class Batch:
-    results: dict[str, dict[str, Any] | None]  # submission -> its results.json (None: none was written)
-    log: str
-    secret: str
-
-
-@pytest.fixture(scope="session")
-def batch_campaign(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Batch]]:
-    """mode -> the victim and the peeks graded together in that mode (modes this machine grades in)."""
-    base = tmp_path_factory.mktemp("hostile-batch")
-    package = build(ASSIGNMENT, base / "dist")
-    env = {**{k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "KVLAB_", "TMPDIR"))},
-           "KVLAB_CALL_TIMEOUT": str(CALL_TIMEOUT), "PYTHONDONTWRITEBYTECODE": "1", "PYTHONPATH": str(REPO)}
-    batches = {}
-    with ordinary_user() as user:
-        for mode in (mode for mode in MODES if mode_refusal(mode) is None):
-            mode_user = user if mode == "user" else None
-            home = user.work if mode_user else base
-            folder = Path(tempfile.mkdtemp(prefix=f"batch-{mode}-", dir=home))
-            folder.chmod(0o755)  # a staff member's folder of submissions, readable by all
-            secret = f"{SECRET}{os.urandom(8).hex()}"
-            solution = SOLUTION.read_text(encoding="utf-8")
-            submissions = folder / "submissions"
-            for name, text in [("victim", f"{solution}\n# {secret}\n"),
-                               *((peek, f"{solution}\n\n{(HOSTILE_DIR / peek / 'payload.py').read_text()}")
-                                 for peek in PEEKS)]:
-                (submissions / name).mkdir(parents=True)
-                (submissions / name / SOLUTION.name).write_text(text, encoding="utf-8")
-            shutil.copy(package, folder / package.name)
-            if mode_user:
-                user.give(folder)
-            out, graded_env = folder / "out", mode_env(mode, env, user)
-            grading = [graded_env.get("KVLAB_PYTHON", sys.executable), "-c", GRADE_BATCH,
-                       str(folder / package.name), str(submissions), str(out)]
-            done = subprocess.run(mode_user.command(grading) if mode_user else grading,
-                                  cwd=mode_user.work if mode_user else REPO, env=graded_env,
-                                  capture_output=True, text=True, timeout=900)
-            results = {}
-            for name in ["victim", *PEEKS]:
-                path = out / name / "results.json"
-                results[name] = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
-            batches[mode] = Batch(results, (done.stdout + done.stderr)[-4000:], secret)
-        yield batches
-
-
-@pytest.mark.timeout(CAMPAIGN_TIMEOUT)
-@pytest.mark.parametrize("peek", PEEKS)
-@pytest.mark.parametrize("mode", MODES)
-def test_grade_all_keeps_submissions_apart(batch_campaign: dict[str, Batch], mode: str, peek: str) -> None:
-    refusal = mode_refusal(mode)
-    if refusal is not None:
-        pytest.skip(refusal)
-    batch = batch_campaign[mode]
-    for name in ("victim", peek):
-        assert batch.results[name] is not None, f"{mode}: no results.json for {name}:\n{batch.log}"
-        assert batch.results[name]["extra_data"]["status"] == "graded", (
-            f"{mode}: {name} was not graded: {batch.results[name]['output'][:2000]}")
-    victim = batch.results["victim"]
-    assert victim["score"] == victim["extra_data"]["max_score"], f"{mode}: the victim scored {victim['score']}"
-    isolation = batch.results[peek]["extra_data"]["isolation"]
-    unheld = PEEKS_UNHELD.get(mode, {}).get(peek)
-    if unheld is not None:
-        assert any(line.startswith("reduced") for line in isolation), (
-            f"{peek}: {unheld}; the results must say the isolation is reduced: {isolation}")
-        return
-    shown = all_text(batch.results[peek])
-    assert batch.secret not in shown, (
-        f"{mode}: {peek} read the victim's file while both were graded: "
-        f"{shown[shown.index(batch.secret) - 200:shown.index(batch.secret) + 40]}")
-
-
-# What each mode's results must say of the worker's isolation (a line starting so).
-MODE_SAYS = {"bubblewrap": "private filesystem view (bubblewrap)", "landlock": "Landlock (ABI",
-             "user": "Landlock (ABI", "neither": "reduced: no Landlock"}
 
 
 @pytest.mark.parametrize("mode", MODES)
@@ -610,24 +408,30 @@ def test_task_attack_gains_nothing(task_campaign: TaskCampaign, case: TaskCase) 
             f"the grading peaked at {hostile.memory_peak >> 20} MB, too close to {GRADER_MEMORY_BYTES >> 20} MB")
     assert passed_tests(honest) != {t["name"] for t in honest["tests"]}, (
         f"the honest part {case.honest} should fail a test on its own")
-    # A public test's expected value is in its source, which students have: a harvest that pastes it
-    # earns that test, by design. What it must not earn is a hidden test.
+    # A public test's inputs and expected value are in its source, which students have: a harvest that
+    # pastes the value, or a payload that recognizes the inputs, earns that test, by design. What it must
+    # not earn is a hidden test.
     from support.suite import HIDDEN_MARK  # the hidden tests' visibility in the tests roots graded here
 
-    counted = [{**r, "tests": [t for t in r["tests"] if not case.harvest or t["visibility"] == HIDDEN_MARK]}
+    counted = [{**r, "tests": [t for t in r["tests"] if not case.hidden_only or t["visibility"] == HIDDEN_MARK]}
                for r in (honest, results)]
     (honest_score, score), (honest_passed, passed) = ([sum(t["score"] for t in r["tests"]) for r in counted],
                                                       [passed_tests(r) for r in counted])
     assert score <= honest_score, (
         f"the attack scored {score}, the honest part {case.honest} alone {honest_score}"
-        f"{' (hidden tests)' if case.harvest else ''}; passed beyond it: {sorted(passed - honest_passed)}"
+        f"{' (hidden tests)' if case.hidden_only else ''}; passed beyond it: {sorted(passed - honest_passed)}"
     )
     assert not passed - honest_passed, f"tests passed only thanks to the attack: {sorted(passed - honest_passed)}"
     outputs = "\n".join(t["output"] for t in results["tests"] if t["status"] != "passed")
     for text in case.says:
         assert text in outputs, f"no failed test's output says {text!r}; outputs include:\n{outputs[:3000]}"
-    found = leaks(all_text(results), submitted)
-    assert not found, f"results.json shows hidden-test or solution text: {found[:3]}"
+    if case.unheld_by_permissions and case.mode == "neither":
+        isolation = results["extra_data"]["isolation"]
+        assert any(line.startswith("reduced") for line in isolation), (
+            f"{case.unheld_by_permissions}; the results must say the isolation is reduced: {isolation}")
+    else:
+        found = leaks(all_text(results), submitted)
+        assert not found, f"results.json shows hidden-test or solution text: {found[:3]}"
     if case.harvest:
         harvested = "\n".join(t["output"] for t in honest["tests"])
         assert case.harvest in harvested, (

@@ -11,5 +11,6 @@ every test folder; it holds no tests itself. One job a module:
 - `checks`: the assertions test_suites and test_corpus make on what the grader wrote;
 - `isolation`: what this machine's isolation lets a test do (an interpreter or folder an
   unprivileged uid can reach, whether a worker runs in bubblewrap's view);
-- `hostile_campaign`: the hostile campaign's machinery (tests/hostile/).
+- `hostile_campaign`: the hostile campaign's machinery (tests/hostile/);
+- `grading_modes`: the four ways a course grades, and the ordinary user's grader as root.
 """

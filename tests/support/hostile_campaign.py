@@ -7,7 +7,8 @@ out like /autograder, `source/run_autograder` run there, under a real memory lim
 in chains that share a folder (`chains`, `run_chain`), and records what each grading left behind
 (`environment`, `differences`, `stray_processes`, `sandbox_processes`, `interpreter_state`) and what
 it must not show (`leaks`). tests/hostile/test_hostile.py holds lecture 2's cases and the checks;
-test_hostile_modes.py grades its own cases with the same parts.
+test_hostile_modes.py and test_hostile_batch.py grade their own cases with the same parts, in the
+ways of grading of support/grading_modes.py.
 """
 from __future__ import annotations
 

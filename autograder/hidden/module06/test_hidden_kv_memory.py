@@ -1,5 +1,5 @@
 """Hidden tests of kv_memory.py (task kv_memory): the lab's four published models at every size of the
-lab's table, generated MHA/GQA/MQA/MLA configs, the largest batch at its exact boundaries (on a config
+lab's table (and a config and sizes drawn off it), generated MHA/GQA/MQA/MLA configs, the largest batch at its exact boundaries (on a config
 drawn per grading run), bad input."""
 from __future__ import annotations
 
@@ -79,23 +79,35 @@ def boundary_config() -> dict[str, Any]:
     return generated_configs(seed=drawn(0, 2**31), n=2)[1]
 
 
+def gib_calls() -> list[tuple[str, dict[str, Any], int, int]]:
+    """(what the message calls the config, config, seq_len, batch): the lab's table (every published model
+    at every size of kvlab.hf_configs' grid), then a config and sizes off that grid drawn per grading run,
+    so that an answer right only on the table's known inputs is told apart from the rule."""
+    rng = np.random.default_rng(drawn(0, 2**31))
+    seq_len, batch = int(rng.integers(100, 50_000)), int(rng.integers(2, 64))
+    seq_len += seq_len in LAB_SEQ_LENS  # off the grid
+    batch += batch in LAB_BATCHES
+    config = generated_configs(seed=drawn(0, 2**31), n=2)[1]
+    return [*((model, spec.as_dict(), seq_len, batch) for model, spec in CONFIGS.items()
+              for seq_len in LAB_SEQ_LENS for batch in LAB_BATCHES),
+            (describe(config), config, seq_len, batch)]
+
+
 @pytest.mark.task("kv_memory", points=1)
 def test_the_labs_table_in_gib(student: Any) -> None:
-    for model, spec in CONFIGS.items():
-        for seq_len in LAB_SEQ_LENS:
-            for batch in LAB_BATCHES:
-                actual = student.kv_memory.kv_cache_gib(spec.as_dict(), seq_len, batch)
-                expected = expected_bytes(spec.config, 2) * seq_len * batch / 2**30
-                assert isinstance(actual, float), f"kv_cache_gib should return a float; got {type(actual).__name__}"
-                # More or less, and the likely factor, but not the factor itself: actual / factor would be a
-                # published model's byte count, a hidden answer.
-                if abs(actual - expected) <= 1e-9 * expected:
-                    continue
-                cause = (per_token_cause(student, spec.as_dict(), 2)
-                         or "GiB is bytes / 2**30, unrounded, of kv_bytes_per_token * seq_len * batch")
-                pytest.fail(f"kv_cache_gib({model}, seq_len={seq_len}, batch={batch}) returned {actual}, "
-                            f"{'more' if actual > expected else 'less'} than the contract's GiB"
-                            f"{gib_cause(actual, expected)}. Likely cause: {cause}", pytrace=False)
+    for name, config, seq_len, batch in gib_calls():
+        actual = student.kv_memory.kv_cache_gib(dict(config), seq_len, batch)
+        expected = expected_bytes(config, 2) * seq_len * batch / 2**30
+        assert isinstance(actual, float), f"kv_cache_gib should return a float; got {type(actual).__name__}"
+        # More or less, and the likely factor, but not the factor itself: actual / factor would be a
+        # published model's byte count, a hidden answer.
+        if abs(actual - expected) <= 1e-9 * expected:
+            continue
+        cause = (per_token_cause(student, config, 2)
+                 or "GiB is bytes / 2**30, unrounded, of kv_bytes_per_token * seq_len * batch")
+        pytest.fail(f"kv_cache_gib({name}, seq_len={seq_len}, batch={batch}) returned {actual}, "
+                    f"{'more' if actual > expected else 'less'} than the contract's GiB"
+                    f"{gib_cause(actual, expected)}. Likely cause: {cause}", pytrace=False)
 
 
 @pytest.mark.task("kv_memory", points=1)
@@ -125,8 +137,11 @@ def test_max_batch_at_its_boundaries(student: Any, seq_len: int) -> None:
                 f"returned {actual!r}: " + ("not an int" if type(actual) is not int else "more sequences than fit"
                                              if actual > want else "fewer sequences than fit") + f". Likely cause: {cause}",
                 pytrace=False)
-    actual = student.kv_memory.max_batch(dict(config), seq_len, weights - 1, weights)
-    assert actual == 0, (f"max_batch({describe(config)}, seq_len={seq_len}, gpu_bytes={weights - 1:,}, "
+    # Weights that do not fit, short by a drawn amount: not by exactly one byte, which a submission could
+    # recognize and answer 0 to without the rule.
+    gpu = weights - int(rng.integers(1, weights))
+    actual = student.kv_memory.max_batch(dict(config), seq_len, gpu, weights)
+    assert actual == 0, (f"max_batch({describe(config)}, seq_len={seq_len}, gpu_bytes={gpu:,}, "
                          f"weight_bytes={weights:,}) should be 0: max_batch is 0 when the weights alone do not fit "
                          f"(nothing fits; an int >= 0, never negative); got {actual!r}")
 

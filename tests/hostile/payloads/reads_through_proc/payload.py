@@ -1,7 +1,7 @@
 # World-readable reads through /proc: the grader's environment, its open files and its memory maps
-# name the folders it works in; the worker follows /proc/<pid>/fd, /proc/<pid>/environ and
-# /proc/<pid>/root of every other process to read the tests and the solution. HOSTILE lines say what
-# it could read.
+# name the folders it works in; the worker follows /proc/<pid>/fd and /proc/<pid>/environ of every
+# other process to read the tests and the solution. What it reads of them is put into the message of
+# every block_hashes call, which a failed test shows the student.
 import glob as _glob
 import os as _os
 
@@ -23,9 +23,16 @@ for _entry in _glob.glob("/proc/[0-9]*")[:400]:
                     _head = _file.read(3000)
                 if b"def test_" in _head or b"BEGIN SOLUTION" in _head:
                     _read.append((_entry, _fd, _head))
-                    print("HOSTILE through /proc", _head.decode(errors="ignore"))
             except OSError:
                 pass
     except OSError:
         pass
 print(f"HOSTILE read {len(_read)} things of other processes through /proc")
+_own_block_hashes = block_hashes
+_FOUND = [head.decode(errors="ignore") for _, _, head in _read if b"def test_" in head or b"BEGIN SOLUTION" in head]
+
+
+def block_hashes(tokens, block_size, parent=None):
+    if _FOUND:
+        raise RuntimeError("HOSTILE read through /proc:\n" + "\n".join(_FOUND)[:30000])
+    return _own_block_hashes(tokens, block_size, parent=parent)
