@@ -86,7 +86,7 @@ class Thing:
 @pytest.fixture(scope="module", autouse=True)
 def sandboxes_folder() -> Iterator[None]:
     """The sandboxes' folders in one of this module's own (the worker must reach them: mode 755),
-    not in /tmp, where tests/harness/test_sandbox.py counts its own while this module may run beside it."""
+    not in /tmp, where tests/harness/test_sandbox_isolation.py counts its own while this module may run beside it."""
     folder = tempfile.mkdtemp(prefix="kvlab-identity-")
     os.chmod(folder, 0o755)
     with pytest.MonkeyPatch.context() as patch:

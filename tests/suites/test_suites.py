@@ -5,7 +5,7 @@ For each assignment: the reference solution, the starter and every bug of the ca
 path), and the checks read the results.json files it writes. The reference, the starter and the
 first SANDBOXED_MUTANTS mutants of each catalog are graded sandboxed and in-process, where both modes
 must agree test by test; the other mutants in-process only (the sandbox's own behaviour is tested by
-test_sandbox, test_hostile and the gradings in both modes; grading every mutant twice doubled the
+test_sandbox*, test_hostile and the gradings in both modes; grading every mutant twice doubled the
 suite's largest fixture). The reference passes every test and the points add up to assignment.json;
 the starter passes none, each failing with its NotImplementedError; every mutant is caught: some
 test fails, in the tasks it lists, with a message naming the bug, and (unless its `public_blind`

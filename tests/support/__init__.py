@@ -11,6 +11,8 @@ every test folder; it holds no tests itself. One job a module:
 - `checks`: the assertions test_suites and test_corpus make on what the grader wrote;
 - `isolation`: what this machine's isolation lets a test do (an interpreter or folder an
   unprivileged uid can reach, whether a worker runs in bubblewrap's view);
+- `sandboxes`: the student module the sandbox's tests grade and their fixtures (`box`, `stud`),
+  imported by name into each tests/harness/test_sandbox*.py;
 - `hostile_campaign`: the hostile campaign's machinery (tests/hostile/);
 - `grading_modes`: the four ways a course grades, and the ordinary user's grader as root.
 """
