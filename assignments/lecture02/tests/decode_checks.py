@@ -9,6 +9,11 @@ they carry the whole explanation. Expected values come from `kvlab.model.generat
 without a cache, or from the contract's formulas; never from student code.
 
 Shapes: B batch, T0 prompt length, V vocabulary, L layers, Hkv key/value heads, d head size.
+
+One module on purpose (over 400 lines): every check of lecture 2, whose cache and decode checks
+share the models, weights, prompts and diagnoses (`CONFIGS`, `params_for`, `describe`,
+`decode_problem`), under the one name the public and hidden tests import, so a student reads in one
+place each rule the grader applies.
 """
 from __future__ import annotations
 

@@ -10,6 +10,11 @@ else the message the student sees: what differed, where (which step, which block
 and the likely cause. Only those messages reach the student (the grader runs with --assert=plain).
 Expected values come from the tables, from a model kept by the test, or from `kvlab.model.forward`
 without a cache; never from student code.
+
+One module on purpose (over 400 lines): every check of paged_kv.py, whose walks and state machine
+judge BlockPool and PagedSequence on one pool state (`pool_state_problem`, `num_free_cause`), and the
+base the other lecture-7 check modules and the hidden tests import by this name (`outcome`,
+`describe_error`, `params`), so a student reads in one place what the grader asks of that file.
 """
 from __future__ import annotations
 

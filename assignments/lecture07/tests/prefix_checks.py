@@ -6,6 +6,10 @@ the message the student sees: what differed, where, and the likely cause. Expect
 from the tests' own tables and arithmetic, or from `kvlab.model.forward` without a cache; never
 from student code. The byte layout of a digest is the student's choice, so hash tests check the
 contract's properties (format, chaining, continuation, dtype and process independence), not values.
+
+One module on purpose (over 400 lines): every check of prefix_cache.py (its block_hashes,
+PrefixCache and prefill tasks) under the one name that the public tests, the hidden tests and
+pool_checks import, so a student reads in one place what the grader asks of that file.
 """
 from __future__ import annotations
 
