@@ -3,7 +3,7 @@
 pyproject.toml's pytest `pythonpath` puts tests/ on sys.path, so this package is importable from
 every test folder; it holds no tests itself. One job a module:
 
-- `repo`: where the repository is, and its assignments;
+- `repo`: where the repository is, its assignments, and its modules run as make runs them (`run_module`);
 - `verdicts`: one test's outcome, read from a junit report (the students' own path) or results.json;
 - `suite`: one assignment as the tests of the tests see it (its tests, catalog and contract);
 - `traces`: stand-ins for the Mooncake traces, so gradings that replay them run without them;
