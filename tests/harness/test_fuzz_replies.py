@@ -20,6 +20,10 @@ Two suites are graded, under every kind:
 - the reference solution of lecture02 (whose hidden tests send the worker's `forward` calls back as
   callbacks), with every 11th message rewritten, each time in the next of the kinds: no fault, a
   valid results.json, every failure readable.
+
+One module on purpose (over 400 lines): the grading subprocess runs this file as its script
+(`main`), so the mangler it installs and the tests that judge what it rewrote share one table of
+kinds (`KINDS`) in the file both sides load.
 """
 from __future__ import annotations
 

@@ -40,6 +40,11 @@ user can run (setup.sh's venv stands for it there). Run as another user, the wor
 shares the grader's identity: cases that need root-level isolation are skipped (with the reason),
 and a case that writes the grader's files must end in a grader fault (the runner's Watch detects
 the change) instead of a score.
+
+One module on purpose (over 400 lines): its checks read the campaign that one session fixture
+grades, and a test file is the unit `--dist loadfile` gives a worker, so checks split off would grade
+the campaign twice; a quarter of it is the case table (CASES), data, which the direct checks of the
+runner's defences at the end read too.
 """
 from __future__ import annotations
 

@@ -9,6 +9,10 @@ in chains that share a folder (`chains`, `run_chain`), and records what each gra
 it must not show (`leaks`). tests/hostile/test_hostile.py holds lecture 2's cases and the checks;
 test_hostile_modes.py and test_hostile_batch.py grade their own cases with the same parts, in the
 ways of grading of support/grading_modes.py.
+
+One module on purpose (over 400 lines): one concept, the campaign; `run_campaign` and `run_chain`
+build on each part (the honest parts, the snapshots of what a grading leaves, the grader's memory
+limit) under one set of budgets and limits, and every hostile test file imports its names from here.
 """
 from __future__ import annotations
 
