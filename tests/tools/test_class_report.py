@@ -18,8 +18,6 @@ import json
 import re
 import shutil
 import statistics
-import subprocess
-import sys
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
@@ -29,6 +27,7 @@ import pytest
 from autograder import class_report
 from autograder.assignment import REPO_ROOT, load_assignment
 from autograder.mutants import apply, load
+from support.repo import run_module
 
 ASSIGNMENT = "lecture02"
 REFERENCE = REPO_ROOT / "solutions" / ASSIGNMENT
@@ -36,7 +35,6 @@ INDEPENDENT = REPO_ROOT / "autograder" / "corpus" / ASSIGNMENT / "bases" / "grow
 BUGS = {"bug_limit": "limit_check_too_strict", "bug_advance": "advance_ignores_n"}
 # The reference and everything made from it: every pair of them must be flagged, no other pair.
 DERIVED = ("reference", "copied", *BUGS)
-RUN_TIMEOUT = 300
 
 
 def disguise(source: str) -> str:
@@ -50,11 +48,6 @@ def disguise(source: str) -> str:
             if isinstance(node, ast.Name) and node.id in local - arguments:
                 node.id = f"my_{node.id}"
     return ast.unparse(tree)
-
-
-def run_module(*args: str | Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", *map(str, args)], cwd=REPO_ROOT, capture_output=True, text=True,
-                          timeout=RUN_TIMEOUT)
 
 
 def read_report(path: Path) -> list[dict[str, str]]:
