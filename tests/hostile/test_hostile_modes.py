@@ -302,8 +302,9 @@ def task_campaign(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TaskCamp
             suite, mutant = suites[name], catalogs[name][honest]
             roots[key] = suite.tests_root(base / f"tests-{labels[key]}", tasks or mutant.tasks)
             folders[key] = mutants.apply(mutant, suite.assignment.solution, base / f"honest-{labels[key]}")
+        # The user mode's copies, as root (an ordinary user's suite grades the roots themselves, its own files).
         user_roots = {key: place("user", root, f"tests-{labels[key]}") for key, root in roots.items()
-                      if any(case.key == key and case.mode == "user" for case in runnable)}
+                      if user is not None and any(case.key == key and case.mode == "user" for case in runnable)}
         targets = {}
         for case in runnable:
             folder = place(case.mode, folders[case.key], f"case-{case.folder}-{case.mode}")
@@ -503,3 +504,59 @@ def test_harvest_payload_wins_where_a_value_is_revealed(case: TaskCase, tmp_path
     assert answers == [value, -1], (
         f"{case.folder}'s payload answered {call} with {answers[0]!r} after a message revealing {value!r} "
         f"(and {answers[1]!r} without one): it would not profit from a revealed value, so its case proves nothing")
+
+
+# A read or write case proves something only if its payload reads or writes where nothing stops it.
+# Each runs here unconfined, in a subprocess (no payload runs in the test process), beside a made-up
+# target: a checkout above sys.path, a process whose command line names a tests folder or a grader's
+# file, a folder on sys.path; KVLAB_HOSTILE_SCOPE keeps it to this test's folder (a worker's
+# environment is empty). `block_hashes` is the honest function the payload wraps.
+UNCONFINED_RUN = """
+import sys
+from pathlib import Path
+def block_hashes(tokens, block_size, parent=None):
+    return []
+payload = Path(sys.argv[1])
+exec(compile(payload.read_text(), str(payload), "exec"))
+try:
+    block_hashes([1, 2], 2)
+except RuntimeError as error:
+    print(error)
+"""
+
+
+@pytest.mark.parametrize("folder", ["reads_checkout_hidden", "reads_grading_tests", "reads_through_proc",
+                                    "writes_grader_files", "writes_import_hooks"])
+def test_read_and_write_payloads_work_unconfined(folder: str, tmp_path: Path) -> None:
+    secret = "def test_the_made_up_hidden_answer(): assert SECRET"
+    hidden = tmp_path / "checkout" / "autograder" / "hidden" / "test_hidden_made_up.py"
+    hidden.parent.mkdir(parents=True)
+    hidden.write_text(secret, encoding="utf-8")
+    grader_file = tmp_path / "graded" / "results.json"
+    grader_file.parent.mkdir()
+    grader_file.write_text("{}", encoding="utf-8")
+    on_path = tmp_path / "checkout" / "lib"  # on sys.path, below the checkout
+    on_path.mkdir()
+    home = tmp_path / "home"  # the payload's working folder, which it leaves alone as its own
+    home.mkdir()
+    # A process whose command line names the made-up tests and the grader's file, and holds the tests open.
+    holder = subprocess.Popen([sys.executable, "-c", "import sys, time; f = open(sys.argv[1]); time.sleep(60)",
+                               str(hidden), str(grader_file)])
+    try:
+        time.sleep(0.5)
+        done = subprocess.run([sys.executable, "-c", UNCONFINED_RUN, str(HOSTILE_DIR / folder / "payload.py")],
+                              cwd=home, env={**os.environ, "KVLAB_HOSTILE_SCOPE": str(tmp_path),
+                                             "PYTHONPATH": os.pathsep.join([str(REPO), str(on_path)])},
+                              capture_output=True, text=True, timeout=60)
+    finally:
+        holder.kill()
+        holder.wait()
+    assert done.returncode == 0, f"{folder}'s payload failed unconfined:\n{done.stderr[-2000:]}"
+    if folder.startswith("reads_"):
+        assert secret in done.stdout, f"{folder}'s payload read nothing where nothing stops it:\n{done.stdout[-2000:]}"
+    elif folder == "writes_grader_files":
+        assert "kvlab-hostile-left" in grader_file.read_text(encoding="utf-8"), (
+            f"{folder}'s payload wrote nothing into a file another process names:\n{done.stdout[-2000:]}")
+    else:
+        assert list(on_path.glob("kvlab-hostile-left*")), (
+            f"{folder}'s payload planted nothing in a folder on sys.path:\n{done.stdout[-2000:]}")

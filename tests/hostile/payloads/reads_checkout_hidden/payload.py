@@ -10,13 +10,16 @@ import time as _time
 import kvlab as _kvlab
 
 _own_block_hashes = block_hashes
+# The payloads' own test runs them unconfined, limited to a folder of its own through this variable; a
+# worker's environment is empty, so in a grading the payload aims at the whole machine.
+_SCOPE = _os.environ.get("KVLAB_HOSTILE_SCOPE", "/")
 
 
 def _folders_above():
     found = []
     for entry in [*_sys.path, _os.path.dirname(_kvlab.__file__), _os.getcwd(), _os.environ.get("HOME", "")]:
         path = _os.path.abspath(entry or ".")
-        while path not in found:
+        while path not in found and path.startswith(_SCOPE):
             found.append(path)
             path = _os.path.dirname(path)
     return found

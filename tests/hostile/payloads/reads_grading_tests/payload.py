@@ -8,6 +8,9 @@ import time as _time
 
 _own_block_hashes = block_hashes
 _HERE = _os.path.abspath(_os.getcwd())
+# The payloads' own test runs them unconfined, limited to a folder of its own through this variable; a
+# worker's environment is empty, so in a grading the payload aims at the whole machine.
+_SCOPE = _os.environ.get("KVLAB_HOSTILE_SCOPE", "/")
 
 
 def _named_paths():
@@ -29,7 +32,7 @@ def _named_paths():
                     paths.update(entry.decode(errors="ignore").partition("=")[2].split(":"))
         except OSError:
             pass
-    return sorted(p for p in paths if p.startswith("/") and p not in ("/", "/proc") and not p.startswith(_HERE))
+    return sorted(p for p in paths if p.startswith(_SCOPE) and p not in ("/", "/proc") and not p.startswith(_HERE))
 
 
 def _hunt(budget=1.5):

@@ -5,6 +5,10 @@
 import glob as _glob
 import os as _os
 
+# The payloads' own test runs them unconfined, limited to a folder of its own through this variable; a
+# worker's environment is empty, so in a grading the payload aims at the whole machine.
+_SCOPE = _os.environ.get("KVLAB_HOSTILE_SCOPE", "/")
+
 _read = []
 for _entry in _glob.glob("/proc/[0-9]*")[:400]:
     if _entry == f"/proc/{_os.getpid()}":
@@ -19,6 +23,8 @@ for _entry in _glob.glob("/proc/[0-9]*")[:400]:
         for _fd in _os.listdir(_os.path.join(_entry, "fd"))[:50]:
             _target = _os.path.join(_entry, "fd", _fd)
             try:
+                if not _os.readlink(_target).startswith(_SCOPE):
+                    continue
                 with open(_target, "rb") as _file:
                     _head = _file.read(3000)
                 if b"def test_" in _head or b"BEGIN SOLUTION" in _head:

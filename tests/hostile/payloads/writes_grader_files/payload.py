@@ -9,6 +9,9 @@ import os as _os
 import kvlab as _kvlab
 
 _HERE = _os.path.abspath(_os.getcwd())
+# The payloads' own test runs them unconfined, limited to a folder of its own through this variable; a
+# worker's environment is empty, so in a grading the payload aims at the whole machine.
+_SCOPE = _os.environ.get("KVLAB_HOSTILE_SCOPE", "/")
 _LEFT = "kvlab-hostile-" + "left"
 _named = set(_glob.glob(_os.path.join(_os.path.dirname(_kvlab.__file__), "*.py")))
 for _proc in _glob.glob("/proc/[0-9]*")[:500]:
@@ -18,7 +21,7 @@ for _proc in _glob.glob("/proc/[0-9]*")[:500]:
     except OSError:
         pass
 _wrote = []
-for _path in sorted(p for p in _named if not p.startswith(_HERE)):
+for _path in sorted(p for p in _named if p.startswith(_SCOPE) and not p.startswith(_HERE)):
     try:
         if _os.path.isfile(_path):
             with open(_path, "a", encoding="utf-8") as _file:

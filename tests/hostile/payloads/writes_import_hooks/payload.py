@@ -9,12 +9,14 @@ import sysconfig as _sysconfig
 
 _LEFT = "kvlab-hostile-" + "left"
 _HERE = _os.path.abspath(_os.getcwd())
+# The payloads' own test runs them unconfined, limited to a folder of its own through this variable; a
+# worker's environment is empty, so in a grading the payload aims at the whole machine.
+_SCOPE = _os.environ.get("KVLAB_HOSTILE_SCOPE", "/")
 _folders = {*_sys.path, *_site.getsitepackages(), _site.getusersitepackages(),
             *(_sysconfig.get_paths()[key] for key in ("stdlib", "platstdlib", "purelib", "platlib"))}
 _planted = []
-for _folder in sorted(f for f in _folders if f and _os.path.isabs(f) and not f.startswith(_HERE)):
+for _folder in sorted(f for f in _folders if f and _os.path.isabs(f) and f.startswith(_SCOPE) and not f.startswith(_HERE)):
     try:
-        _os.makedirs(_folder, exist_ok=True)
         with open(_os.path.join(_folder, f"{_LEFT}-hook.pth"), "w", encoding="utf-8") as _file:
             _file.write("# a line that could have been `import anything`\n")
         _planted.append(_folder)
