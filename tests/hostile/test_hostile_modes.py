@@ -540,10 +540,10 @@ def test_read_and_write_payloads_work_unconfined(folder: str, tmp_path: Path) ->
     home = tmp_path / "home"  # the payload's working folder, which it leaves alone as its own
     home.mkdir()
     # A process whose command line names the made-up tests and the grader's file, and holds the tests open.
-    holder = subprocess.Popen([sys.executable, "-c", "import sys, time; f = open(sys.argv[1]); time.sleep(60)",
-                               str(hidden), str(grader_file)])
+    holder = subprocess.Popen([sys.executable, "-c", "import sys, time; f = open(sys.argv[1]); print(flush=True); "
+                               "time.sleep(60)", str(hidden), str(grader_file)], stdout=subprocess.PIPE)
     try:
-        time.sleep(0.5)
+        holder.stdout.readline()  # the file is open: no guess at how long a loaded machine takes to start it
         done = subprocess.run([sys.executable, "-c", UNCONFINED_RUN, str(HOSTILE_DIR / folder / "payload.py")],
                               cwd=home, env={**os.environ, "KVLAB_HOSTILE_SCOPE": str(tmp_path),
                                              "PYTHONPATH": os.pathsep.join([str(REPO), str(on_path)])},
@@ -551,6 +551,7 @@ def test_read_and_write_payloads_work_unconfined(folder: str, tmp_path: Path) ->
     finally:
         holder.kill()
         holder.wait()
+        holder.stdout.close()
     assert done.returncode == 0, f"{folder}'s payload failed unconfined:\n{done.stderr[-2000:]}"
     if folder.startswith("reads_"):
         assert secret in done.stdout, f"{folder}'s payload read nothing where nothing stops it:\n{done.stdout[-2000:]}"
