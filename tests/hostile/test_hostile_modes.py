@@ -162,8 +162,10 @@ TASK_CASES += [
              modes=MODES),
     TaskCase("a checkout's hidden tests found above sys.path", "hashes_through_python_hash", "reads_checkout_hidden",
              modes=MODES, unheld_by_permissions=CHECKOUT_READABLE),
+    # The grader's command line and working folder name the checkout: what a readable checkout holds is
+    # as exposed here as above sys.path.
     TaskCase("the grading's tests found through other processes' command lines", "hashes_through_python_hash",
-             "reads_grading_tests", modes=MODES),
+             "reads_grading_tests", modes=MODES, unheld_by_permissions=CHECKOUT_READABLE),
     TaskCase("the grader's scripts, tests and library appended to", "hashes_through_python_hash",
              "writes_grader_files", modes=MODES),
     TaskCase(".pth import hooks planted in every site folder", "hashes_through_python_hash", "writes_import_hooks",

@@ -175,16 +175,17 @@ def gradescope_env(env: dict[str, str]) -> dict[str, str]:
 
 # ----- what must not leak ---------------------------------------------------------------------------
 
-def shipped_lines() -> set[str]:
-    """Lines students have anyway: the public tests, the course library, the starters."""
+def shipped_text() -> str:
+    """What students have anyway, one file after another: the public tests, the course library, the starters."""
     paths = [*REPO.glob("assignments/*/tests/*.py"), *(REPO / "kvlab").rglob("*.py"), *REPO.glob("starter/*/*.py")]
-    return {line.strip() for path in paths for line in path.read_text().splitlines()}
+    return "\n".join(path.read_text() for path in sorted(paths))
 
 
 def hidden_lines() -> list[str]:
     """Distinctive lines of the hidden tests (every assignment's: a payload finds whatever it can
-    read): 40+ characters, not also in what students have."""
-    shipped = shipped_lines()
+    read): 40+ characters, not also in what students have, whole or as part of a line (a public
+    test may hold a hidden test's line with a comment after it)."""
+    shipped = shipped_text()
     lines = {line.strip() for path in sorted(REPO.glob("autograder/hidden/*/*.py"))
              for line in path.read_text().splitlines()}
     return sorted(line for line in lines if len(line) >= 40 and line not in shipped)
