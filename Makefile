@@ -95,12 +95,19 @@ check-py310: venv
 	$(VENV)/bin/vermin --target=3.10- --violations --no-tips --eval-annotations --backport dataclasses kvlab solutions starter assignments autograder tools tests
 
 # The repository's tests on TEST_JOBS cores (pytest-xdist), a test file per worker at a time (the
-# files that grade many submissions share one fixture per file). No bytecode is written: a grading
-# fingerprints kvlab/ and the harness, and a .pyc that a test beside it writes there would read as a
-# change of the grader's files.
+# files that grade many submissions share one fixture per file); their batches of gradings share
+# TEST_JOBS grading slots (tests/support/slots.py). `make test` is the everyday tier (`-m "not full"`:
+# every kind of check, on a fixed sample of the catalogs, corpora and hostile cases); `make test-all`
+# runs every test (what CI runs). No bytecode is written: a grading fingerprints kvlab/ and the
+# harness, and a .pyc that a test beside it writes there would read as a change of the grader's files.
 TEST_JOBS ?= 2
+PYTEST_RUN = TEST_JOBS=$(TEST_JOBS) PYTHONDONTWRITEBYTECODE=1 $(PY) -m pytest -n $(TEST_JOBS) --dist loadfile --durations=15
+.PHONY: test-all
 test: venv bytecode traces check-py310
-	PYTHONDONTWRITEBYTECODE=1 $(PY) -m pytest -n $(TEST_JOBS) --dist loadfile
+	$(PYTEST_RUN) -m "not full"
+
+test-all: venv bytecode traces check-py310
+	$(PYTEST_RUN)
 
 clean:
 	rm -rf dist build

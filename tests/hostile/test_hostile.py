@@ -67,6 +67,7 @@ from support.hostile_campaign import (
     run_campaign, sandbox_processes,
 )
 from support.repo import REPO
+from support.tiers import by_family, params_of, selected, unfamilied
 
 
 # ----- the cases ------------------------------------------------------------------------------------
@@ -185,6 +186,25 @@ CASES += [dataclasses.replace(case, name=f"{case.name}, no bubblewrap", bubblewr
           if case.bubblewrap and case.folder not in NOT_WITHOUT_BUBBLEWRAP
           and not any(not other.bubblewrap and other.folder == case.folder for other in CASES)]
 CASE_IDS = [re.sub(r"[^\w.]+", "-", case.name).strip("-") for case in CASES]
+# The payload families, by folder: the everyday tier grades the first folder of each (its first case,
+# the one with bubblewrap where both exist); `make test-all` grades every case.
+FAMILIES = {
+    "results and exits": ("sys_exit_at_import", "fake_results", "os_exit_at_import", "os_exit_in_call",
+                          "atexit_rewrites", "keyboard_interrupt", "system_exit_in_call"),
+    "the grader's checks, library and files": ("monkeypatch_checks", "conftest_files", "plant_site_hooks",
+                                               "always_equal", "patch_library_in_memory", "patch_library_on_disk",
+                                               "count_gaming"),
+    "replies on the protocol pipe": ("forge_reply", "forge_garbage", "reply_array_wrong_kind", "reply_list_subclass",
+                                     "reply_stale_after_crash", "odd_text", "background_mischief", "huge_results"),
+    "time": ("infinite_loop", "slow_calls", "cpu_just_under_limit", "sleep_forever", "spin_at_import"),
+    "memory, processes and output": ("memory_bomb", "fork_bomb", "memfd_hoard", "shm_segments_hoard", "stdout_flood"),
+    "the trusted process's memory": ("huge_forward", "nocache_forward_8k", "large_replies_held", "json_bomb"),
+    "reading and reaching out": ("read_hidden", "signals", "network"),
+    "disk": ("fill_disk", "deep_chain", "many_files"),
+    "uncounted work": ("private_model_by_path", "private_model_pasted", "private_model_reimported"),
+}
+CASE_PARAMS = by_family(CASES, FAMILIES, lambda case: case.folder, default=lambda case: case.bubblewrap,
+                        ids=lambda case: CASE_IDS[CASES.index(case)])
 
 
 def unwrapped(case: Case, bubblewrap: bool) -> bool:
@@ -200,9 +220,13 @@ def unwrapped(case: Case, bubblewrap: bool) -> bool:
 
 
 @pytest.fixture(scope="session")
-def campaign(tmp_path_factory: pytest.TempPathFactory) -> Campaign:
-    """Every honest part and every case, graded once, in parallel."""
-    return run_campaign(tmp_path_factory.mktemp("hostile"), CASES, unwrapped)
+def campaign(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Campaign:
+    """The cases the session's selected tests read and the honest parts they are compared with,
+    graded once, in parallel."""
+    items = selected(request, "campaign")
+    cases = params_of(items, "case")
+    honest = {case.honest for case in cases} | set(params_of(items, "variant"))
+    return run_campaign(tmp_path_factory.mktemp("hostile"), cases, unwrapped, honest)
 
 
 # ----- the checks -------------------------------------------------------------------------------------
@@ -220,7 +244,7 @@ def test_honest_parts_grade_as_expected(campaign: Campaign, variant: str) -> Non
 
 
 @pytest.mark.timeout(CAMPAIGN_TIMEOUT)
-@pytest.mark.parametrize("case", CASES, ids=CASE_IDS)
+@pytest.mark.parametrize("case", CASE_PARAMS)
 def test_hostile_submission(campaign: Campaign, case: Case) -> None:
     if case.root_only and not IS_ROOT:
         pytest.skip(f"needs root-level isolation: {case.root_only}")
@@ -375,7 +399,7 @@ def test_hostile_sources_parse(path: Path) -> None:
 
 def test_every_case_folder_is_used() -> None:
     from test_hostile_batch import PEEKS  # the other parts' cases (they import support.hostile_campaign,
-    from test_hostile_modes import TASK_CASES  # not this file)
+    from test_hostile_modes import TASK_CASES, TASK_FAMILIES  # not this file)
 
     folders = {p.name for p in HOSTILE_DIR.iterdir() if p.is_dir()}
     used = {case.folder for case in CASES} | {case.folder for case in TASK_CASES} | set(PEEKS)
@@ -384,6 +408,9 @@ def test_every_case_folder_is_used() -> None:
     )
     names = [case.name for case in CASES]
     assert len(set(names)) == len(names), "two cases with one name"
+    misfiled = [*unfamilied({case.folder for case in CASES}, FAMILIES),
+                *unfamilied({case.folder for case in TASK_CASES}, TASK_FAMILIES)]
+    assert not misfiled, f"folders in no payload family of FAMILIES, or in more than one: {misfiled}"
     empty = [case.name for case in CASES if not case.payload and not case.files]
     empty += [case.name for case in TASK_CASES if not case.payload.strip()]
     assert not empty, f"cases with neither a payload nor files: {empty}"

@@ -31,6 +31,7 @@ import pytest
 from autograder.assignment import load_assignment
 from autograder.harness.results import validate
 from autograder.harness.sandbox import identity
+from support import slots
 from support.grading_modes import (
     MODE_SAYS, MODE_SUFFIX, MODES, ROOT_MODES, OrdinaryUser, mode_env, mode_refusal, ordinary_user,
 )
@@ -39,6 +40,8 @@ from support.hostile_campaign import (
     SITE_PACKAGES, AutograderRun, all_text, leaks, memory_limited, passed_tests, release_cgroup,
 )
 from support.repo import ASSIGNMENT_IDS, REPO
+from support.tiers import FULL, by_family, params_of, selected, unfamilied
+from support.traces import stand_in_traces
 
 # ----- lectures 7 and module 6: verdicts that depend only on the trusted side ------------------------
 # Each case is a catalog mutant (the honest part: a real bug that loses points; lecture 7's unless it
@@ -209,6 +212,35 @@ TASK_CASES += [
 TASK_CASES = [dataclasses.replace(case, name=case.name + MODE_SUFFIX[mode], mode=mode)
               for case in TASK_CASES for mode in case.modes]
 TASK_CASE_IDS = [re.sub(r"[^\w.]+", "-", case.name).strip("-") for case in TASK_CASES]
+# The payload families, by folder: the everyday tier grades the first folder of each, as root with
+# bubblewrap; `make test-all` grades every case in every mode.
+TASK_FAMILIES = {
+    "the course library replaced in the worker": ("paged_step_replaced", "paged_cache_replaced",
+                                                  "paged_module_swapped", "churn_replaced"),
+    "a fresh process's memory": ("fresh_memory_in_home", "fresh_memory_in_tmp", "fresh_memory_by_path",
+                                 "fresh_memory_in_ipc", "fresh_memory_in_mqueue", "fresh_memory_in_socket_names",
+                                 "fresh_memory_in_source", "writes_beside_home"),
+    "work deferred past a cost guard": ("guard_deferred_to_len", "guard_deferred_to_match",
+                                        "guard_deferred_to_questions"),
+    "padded costs": ("l02_padded_cost_floor", "l02_padded_cost_per_token", "l02_padded_cost_call_count"),
+    "answers that depend on who asks": ("l02_detects_caller_frame", "l02_detects_caller_path",
+                                        "l02_detects_caller_test_module"),
+    "harvested expected values": ("harvest_kv_bytes", "harvest_hit_ratio", "harvest_mla_bytes"),
+    "inputs that tell the answer": ("answers_from_max_batch_args", "answers_from_weights_shortfall",
+                                    "answers_from_lab_grid"),
+    "answers that are not plain data": ("fresh_nonplain_list", "fresh_nonplain_strings", "fresh_nonplain_array"),
+    "messages at the value bound": ("message_huge_bytes", "message_huge_hashes", "message_huge_kv_memory"),
+    "reads of other processes' files": ("reads_through_proc", "reads_checkout_hidden", "reads_grading_tests"),
+    "writes outside the worker's folder": ("writes_import_hooks", "writes_grader_files"),
+    "store counters": ("m06_store_counts_decrement", "m06_store_counts_uncounted", "m06_store_counts_private_cache"),
+}
+TASK_CASE_PARAMS = by_family(TASK_CASES, TASK_FAMILIES, lambda case: case.folder,
+                             default=lambda case: case.mode == "bubblewrap",
+                             ids=lambda case: TASK_CASE_IDS[TASK_CASES.index(case)])
+# Every reference in every mode; the everyday tier grades lecture 2's (the cheapest) in each.
+REFERENCE_PARAMS = [pytest.param(assignment, mode, id=f"{mode}-{assignment}",
+                                 marks=() if assignment == "lecture02" else (FULL,))
+                    for assignment in ASSIGNMENT_IDS for mode in MODES]
 
 GRADE_ONE = """
 import sys
@@ -224,14 +256,15 @@ def grade_tasks(assignment: str, submission: Path, tests_root: Path, env: dict[s
     `env`'s KVLAB_PYTHON where it names one (see gradescope_env); as `user` if given (its folders
     must then be under user.work)."""
     results = submission.parent / f"{submission.name}.json"
-    started = time.monotonic()
     grading = [env.get("KVLAB_PYTHON", sys.executable), "-c", GRADE_ONE, assignment, str(submission), str(results),
                str(tests_root)]
-    command, group = memory_limited(user.command(grading) if user else grading, f"{assignment}-{submission.name}")
-    done = subprocess.run(command, cwd=user.work if user else REPO, env=env, capture_output=True, text=True,
-                          timeout=600)
-    seconds = time.monotonic() - started
-    memory_peak, oom_kills = release_cgroup(group)
+    with slots.grading_slot():
+        started = time.monotonic()
+        command, group = memory_limited(user.command(grading) if user else grading, f"{assignment}-{submission.name}")
+        done = subprocess.run(command, cwd=user.work if user else REPO, env=env, capture_output=True, text=True,
+                              timeout=600)
+        seconds = time.monotonic() - started
+        memory_peak, oom_kills = release_cgroup(group)
     try:
         graded, problem = json.loads(results.read_text(encoding="utf-8")), None
         validate(graded)
@@ -272,9 +305,11 @@ def harvest_then_grade(case: TaskCase, honest: concurrent.futures.Future[Autogra
 
 
 @pytest.fixture(scope="session")
-def task_campaign(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TaskCampaign]:
-    """Every honest mutant (as root with bubblewrap), every case in its mode and every reference in
-    every mode this machine grades in, graded once, in parallel (a harvest case after its honest part)."""
+def task_campaign(request: pytest.FixtureRequest,
+                  tmp_path_factory: pytest.TempPathFactory) -> Iterator[TaskCampaign]:
+    """The cases the session's selected tests read, each in its mode, their honest mutants (as root
+    with bubblewrap) and the references in the modes selected, graded once, in parallel (a harvest
+    case after its honest part), on stand-in traces (as the corpora)."""
     from autograder import mutants
     from support.suite import Suite
 
@@ -293,10 +328,15 @@ def task_campaign(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TaskCamp
             user.give(copy)
             return copy
 
-        runnable = [case for case in TASK_CASES if mode_refusal(case.mode) is None
+        items = selected(request, "task_campaign")
+        runnable = [case for case in params_of(items, "case") if mode_refusal(case.mode) is None
                     and not (case.root_only and (case.mode == "user" or not IS_ROOT))]
-        modes = [mode for mode in MODES if mode_refusal(mode) is None]
         suites = {name: Suite(load_assignment(name, REPO)) for name in ASSIGNMENT_IDS}
+        # Where the ordinary user can read them too (its folder is open to all; pytest's is not).
+        env.update(stand_in_traces(sorted({name for suite in suites.values() for name in suite.assignment.traces}),
+                                   (user.folder if user else base) / "traces", real_if_present=False))
+        wanted_references = {(item.callspec.params["assignment"], item.callspec.params["mode"]) for item in items
+                             if item.originalname == "test_reference_scores_full_marks_in_every_mode"}
         catalogs = {name: {mutant.name: mutant for mutant in suite.catalog} for name, suite in suites.items()}
         roots, folders, labels = {}, {}, {}
         for key in sorted({case.key for case in runnable}):
@@ -315,7 +355,7 @@ def task_campaign(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TaskCamp
         references = {}
         for name, suite in suites.items():
             full = suite.tests_root(base / f"tests-{name}")
-            for mode in modes:
+            for mode in (mode for mode in MODES if (name, mode) in wanted_references and mode_refusal(mode) is None):
                 references[name, mode] = (place(mode, suite.assignment.solution, f"reference-{name}-{mode}"),
                                           place(mode, full, f"tests-{name}-{mode}") if as_user(mode) else full)
         with concurrent.futures.ThreadPoolExecutor(PARALLEL) as pool:
@@ -371,8 +411,7 @@ def test_task_campaign_leaves_nothing(task_campaign: TaskCampaign) -> None:
         f"the gradings left POSIX message queues: {queues}")
 
 
-@pytest.mark.parametrize("mode", MODES)
-@pytest.mark.parametrize("assignment", ASSIGNMENT_IDS)
+@pytest.mark.parametrize(("assignment", "mode"), REFERENCE_PARAMS)
 def test_reference_scores_full_marks_in_every_mode(task_campaign: TaskCampaign, assignment: str, mode: str) -> None:
     """Each way of grading gives the reference full marks and names its layers. (Without bubblewrap
     the main worker is ended for every fresh call (Sandbox.fresh): a test that used an object of it
@@ -394,7 +433,7 @@ def test_reference_scores_full_marks_in_every_mode(task_campaign: TaskCampaign, 
             f"the {mode} mode's results should name {MODE_SAYS[mode]!r}: {isolation}")
 
 
-@pytest.mark.parametrize("case", TASK_CASES, ids=TASK_CASE_IDS)
+@pytest.mark.parametrize("case", TASK_CASE_PARAMS)
 def test_task_attack_gains_nothing(task_campaign: TaskCampaign, case: TaskCase) -> None:
     if mode_refusal(case.mode) is not None:
         pytest.skip(mode_refusal(case.mode))

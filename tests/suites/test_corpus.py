@@ -7,7 +7,9 @@ points in the hidden suite, fails a public test unless its entry says why none c
 first hidden test it fails names its concept in its message; every rule sentence of the stubs is
 broken by some corpus bug or catalog mutant (so a test is shown to check it). The gradings are in-process (the
 grader's in-process mode, on the hidden and public tests together); SANDBOXED of them are graded
-through the sandbox as well, where both modes must agree test by test.
+through the sandbox as well, where both modes must agree test by test. The everyday tier
+(support.tiers) grades the sandboxed entries and the first bug of each task; `make test-all` every
+entry, and the public tests' share over the whole corpus.
 """
 from __future__ import annotations
 
@@ -21,6 +23,7 @@ from autograder.harness.run import CALL_TIMEOUT_ENV
 from support.checks import check_modes_agree, fails_a_public_test
 from support.graders import Graders, Job, JobResults
 from support.suite import suites
+from support.tiers import FULL, params_of, sample, selected
 from support.traces import stand_in_traces
 from support.verdicts import Verdict, listing, not_passed
 
@@ -59,10 +62,17 @@ def gradings(request: pytest.FixtureRequest,
              tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[tuple[str, str], Future[JobResults]]]:
     """The gradings of every corpus entry of the assignments this session's tests read, queued at
     once (support.graders.Graders)."""
-    wanted = {item.callspec.params["assignment"] for item in request.session.items
-              if item.module is request.module and "gradings" in item.fixturenames}
+    wanted: dict[str, set[str]] = {}
+    for item in selected(request, "gradings"):
+        for name in params_of([item], "assignment"):
+            labels = wanted.setdefault(name, set())
+            labels.update(label_of_base(style) for style in params_of([item], "style"))
+            labels.update(bug.name for bug in params_of([item], "bug"))
+            labels.update(params_of([item], "label"))
+            if not {"style", "bug", "label"} & set(item.callspec.params):  # a test over the whole corpus
+                labels.update([*map(label_of_base, BASES[name]), *(bug.name for bug in BUGS[name])])
     jobs = []
-    for name in sorted(wanted):
+    for name, labels in sorted(wanted.items()):
         suite = SUITES[name]
         base = tmp_path_factory.mktemp(f"corpus-{name}")
         env = stand_in_traces(suite.assignment.traces, base / "traces", real_if_present=False)
@@ -70,9 +80,11 @@ def gradings(request: pytest.FixtureRequest,
         both = sandboxed(name)
         for style, folder in BASES[name].items():
             label = label_of_base(style)
+            if label not in labels:
+                continue
             modes = ("sandbox", "inprocess") if label in both else ("inprocess",)
             jobs.append(Job(name, label, folder, whole, base / label, suite.checks.run_seconds, env, modes=modes))
-        for bug in BUGS[name]:
+        for bug in (bug for bug in BUGS[name] if bug.name in labels):
             out = base / bug.name
             root = suite.tests_root(out / "root", (bug.task,)) if suite.checks.mutants_run_own_tasks else whole
             submission = corpus.apply(name, bug, out / "submission")
@@ -106,8 +118,12 @@ def test_corpus_is_complete_and_applies(assignment: str) -> None:
         assert corpus.mutate(bug, text) != text, f"corpus entry {bug.name} changes nothing"
 
 
-BASE_PARAMS = [pytest.param(a, style, id=f"{a}-{style}") for a in ASSIGNMENTS for style in BASES[a]]
-BUG_PARAMS = [pytest.param(a, bug, id=f"{a}-{bug.name}") for a in ASSIGNMENTS for bug in BUGS[a]]
+# The everyday tier: each corpus's sandboxed base and entries, and the first bug of each task.
+BASE_PARAMS = sample([(a, style) for a in ASSIGNMENTS for style in BASES[a]], group=lambda entry: entry[0],
+                     args=lambda entry: entry, ids=lambda entry: f"{entry[0]}-{entry[1]}")
+BUG_PARAMS = sample([(a, bug) for a in ASSIGNMENTS for bug in BUGS[a]], group=lambda entry: (entry[0], entry[1].task),
+                    args=lambda entry: entry, ids=lambda entry: f"{entry[0]}-{entry[1].name}",
+                    also=lambda entry: entry[1].name in sandboxed(entry[0]))
 
 
 @pytest.mark.parametrize(("assignment", "style"), BASE_PARAMS)
@@ -143,6 +159,7 @@ def test_bug_fails_a_public_test(assignment: str, bug: corpus.Bug,
         f"before submitting; strengthen a public test, or say in its public_blind why none can")
 
 
+@FULL
 @pytest.mark.parametrize("assignment", ASSIGNMENTS)
 def test_public_tests_catch_their_share(assignment: str, gradings: dict[tuple[str, str], Future[JobResults]]) -> None:
     missed = [bug.name for bug in BUGS[assignment] if not fails_a_public_test(outcomes(gradings, assignment, bug.name))]

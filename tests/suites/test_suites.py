@@ -12,8 +12,11 @@ test fails, in the tasks it lists, with a message naming the bug, and (unless it
 says why not) a public test fails too. Statically: every test file grades one task, every assert
 carries a message, and the catalog breaks every function the starter stubs.
 
-The gradings run in PARALLEL_RUNS long-lived subprocesses (tests/support/grade_batch.py) that take the
-submissions from one queue, longest first; see support.graders.Graders.
+The gradings run in long-lived subprocesses (tests/support/grade_batch.py), one per grading slot
+(support.slots), that take the submissions from one queue, longest first; see support.graders.Graders.
+The everyday tier (support.tiers) grades the baselines and, of each catalog, the first mutant of
+each task and the SANDBOXED_MUTANTS; `make test-all` grades every mutant and checks the rates over
+the whole catalog.
 """
 from __future__ import annotations
 
@@ -34,6 +37,7 @@ from support.checks import (
 from support.graders import MODES, Graders, Job, JobResults
 from support.repo import REPO
 from support.suite import Suite, suites, task_markers
+from support.tiers import FULL, params_of, sample, selected
 from support.traces import stand_in_traces
 from support.verdicts import assert_all_not_implemented, listing
 
@@ -57,21 +61,17 @@ SANDBOXED_MUTANTS = 2
 @pytest.fixture(scope="module")
 def gradings(request: pytest.FixtureRequest,
              tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[tuple[str, str], Future[JobResults]]]:
-    """The grading of every submission this session's tests read, by (assignment, label), all
-    queued at once for PARALLEL_RUNS grading processes (support.graders.Graders)."""
+    """The grading of every submission this session's selected tests read, by (assignment, label),
+    all queued at once (support.graders.Graders)."""
     wanted: dict[str, set[str]] = {}
-    for item in request.session.items:
-        params = getattr(item, "callspec", None)
-        if item.module is not request.module or params is None or "assignment" not in params.params:
-            continue
-        name = params.params["assignment"]
-        labels = wanted.setdefault(name, set())
-        if "mutant" in params.params:
-            labels.add(params.params["mutant"].name)
-        if "graded_baseline" in item.fixturenames:
-            labels.update(BASELINES)
-        if "graded_catalog" in item.fixturenames:
-            labels.update(m.name for m in SUITES[name].catalog)
+    for item in selected(request, "gradings"):
+        for name in params_of([item], "assignment"):
+            labels = wanted.setdefault(name, set())
+            labels.update(mutant.name for mutant in params_of([item], "mutant"))
+            if "graded_baseline" in item.fixturenames:
+                labels.update(BASELINES)
+            if "graded_catalog" in item.fixturenames:
+                labels.update(m.name for m in SUITES[name].catalog)
     jobs = []
     for name, labels in sorted(wanted.items()):
         suite = SUITES[name]
@@ -191,8 +191,10 @@ def test_catalog_refuses_a_call_timeout_the_grader_would_not_take(call_timeout: 
         check_catalog(suite)
 
 
-MUTANTS = [pytest.param(name, mutant, id=f"{name}-{mutant.name}")
-           for name, suite in sorted(SUITES.items()) for mutant in suite.catalog]
+# The everyday tier grades the first mutant of each task and those graded in both modes.
+CATALOG = [(name, mutant) for name, suite in sorted(SUITES.items()) for mutant in suite.catalog]
+MUTANTS = sample(CATALOG, group=lambda entry: (entry[0], entry[1].tasks[0]), args=lambda entry: entry,
+                 ids=lambda entry: f"{entry[0]}-{entry[1].name}", also=lambda entry: entry[1].name in sandboxed(entry[0]))
 
 
 @pytest.mark.parametrize(("assignment", "mutant"), MUTANTS)
@@ -214,6 +216,7 @@ def test_mutant_fails_a_public_test(assignment: str, mutant: mutants.Mutant,
         f"{listing([o for o in outcomes if not o.passed])}")
 
 
+@FULL
 @ASSIGNMENTS
 def test_hidden_walks_show_no_expected_value(assignment: str, graded_catalog: dict[str, JobResults]) -> None:
     shown = [f"{name}: {outcome.test}: {outcome.message[:300]}" for name, grade in sorted(graded_catalog.items())
@@ -222,6 +225,7 @@ def test_hidden_walks_show_no_expected_value(assignment: str, graded_catalog: di
     assert not shown, "hidden walk messages that show the expected value:\n" + "\n".join(shown[:20])
 
 
+@FULL
 @ASSIGNMENTS
 def test_most_mutants_fail_a_public_test(assignment: str, graded_catalog: dict[str, JobResults]) -> None:
     blind = sorted(name for name, grade in graded_catalog.items() if not fails_a_public_test(grade.outcomes("inprocess")))

@@ -14,5 +14,8 @@ every test folder; it holds no tests itself. One job a module:
 - `sandboxes`: the student module the sandbox's tests grade and their fixtures (`box`, `stud`),
   imported by name into each tests/harness/test_sandbox*.py;
 - `hostile_campaign`: the hostile campaign's machinery (tests/hostile/);
-- `grading_modes`: the four ways a course grades, and the ordinary user's grader as root.
+- `grading_modes`: the four ways a course grades, and the ordinary user's grader as root;
+- `tiers`: the everyday tier's sample of a batch (`full` marks the rest) and what a batch grades
+  (the selected tests' parameters);
+- `slots`: the one limit of concurrent gradings that every batch of the test run shares.
 """

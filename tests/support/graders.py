@@ -20,12 +20,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
+from support import slots
 from support.repo import REPO
 from support.suite import HIDDEN_MARK
 from support.verdicts import Verdict
 
-# Grading subprocesses at a time: each keeps about one core busy (2 cores here).
-PARALLEL_RUNS = 2
 # Hidden tests draw part of their input anew per grading (never a harvestable fixed input); with this
 # set in the grader's environment the draws are seeded, so both modes of one submission see the same.
 GRADING_SEED = "KVLAB_GRADING_SEED"
@@ -70,9 +69,10 @@ class JobResults:
 
 
 class Graders:
-    """PARALLEL_RUNS grading processes (tests/support/grade_batch.py) taking `jobs` from one queue, in order.
+    """Grading processes (tests/support/grade_batch.py), one per grading slot (support.slots), taking
+    `jobs` from one queue, in order.
 
-    A process grades job after job, so the gradings share its start-up; each job's Future (in
+    A process grades job after job while it holds a slot, so the gradings share its start-up; each job's Future (in
     `futures`, by (assignment, label)) is done as soon as its two results.json are. A job that
     takes longer than its `seconds`, or a process that dies, fails that job's Future and the next
     job starts in a new process. Give the jobs longest first: the last ones then end together.
@@ -86,7 +86,7 @@ class Graders:
         self._stopped = threading.Event()
         self._processes: dict[subprocess.Popen[bytes], IO[bytes]] = {}  # with its stderr file
         self._lock = threading.Lock()
-        self._threads = [threading.Thread(target=self._serve, daemon=True) for _ in range(PARALLEL_RUNS)]
+        self._threads = [threading.Thread(target=self._serve, daemon=True) for _ in range(slots.count())]
         for thread in self._threads:
             thread.start()
 
@@ -141,7 +141,8 @@ class Graders:
                 continue
             process = process or self._start()
             try:
-                self._grade(process, job)
+                with slots.grading_slot():
+                    self._grade(process, job)
                 future.set_result(JobResults(job, {mode: json.loads((job.out / f"{mode}.json").read_text(encoding="utf-8"))
                                                for mode in job.modes}))
             except Exception as error:  # noqa: BLE001 - whatever broke, the job's tests say so

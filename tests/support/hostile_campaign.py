@@ -39,6 +39,7 @@ from autograder.build import build
 from autograder.grade import unpack
 from autograder.harness.results import validate
 from autograder.harness.sandbox import identity
+from support import slots
 from support.isolation import bubblewrapped, readable_python
 from support.repo import REPO
 
@@ -62,8 +63,8 @@ BURN_BUDGET = 6.0
 # The infinite loop must reach its first call to be told of the 2 s limit: on a machine busy with
 # other work (CI beside mutation sweeps) start-up and the kv_cache tests alone took 6 s of wall time.
 LOOP_BUDGET = 10.0
-# Gradings run at once (threads waiting on processes); each is a python process plus the worker.
-PARALLEL = 3
+# Threads preparing and waiting on gradings; the gradings themselves run one per slot (support.slots).
+PARALLEL = slots.count() + 1
 # Cases graded one after another in one folder, then the reference once (see run_chain): what a case
 # leaves for later submissions has the rest of its chain to show, and the suite grades the
 # reference 9 times instead of 80.
@@ -478,19 +479,20 @@ def grade(layout: Path, files: dict[str, str], env: dict[str, str], budget: floa
     for name, text in files.items():
         (submission / name).write_text(text)
     env = {**env, "AUTOGRADER_ROOT": str(layout), "KVLAB_TIME_BUDGET": str(budget)}
-    started = time.monotonic()
-    command, group = memory_limited([str(layout / "source" / "run_autograder")], layout.name)
-    process = subprocess.Popen(command, cwd=layout, env=env,
-                               stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                               start_new_session=True)
-    try:
-        out, _ = process.communicate(timeout=3 * budget + 60)
-    except subprocess.TimeoutExpired:
-        os.killpg(process.pid, signal.SIGKILL)
-        out, _ = process.communicate()
-        out += b"\n[test_hostile: run_autograder was killed: it ran far past its budget]\n"
-    seconds = time.monotonic() - started
-    memory_peak, oom_kills = release_cgroup(group)
+    with slots.grading_slot():
+        started = time.monotonic()
+        command, group = memory_limited([str(layout / "source" / "run_autograder")], layout.name)
+        process = subprocess.Popen(command, cwd=layout, env=env,
+                                   stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                   start_new_session=True)
+        try:
+            out, _ = process.communicate(timeout=3 * budget + 60)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            out, _ = process.communicate()
+            out += b"\n[test_hostile: run_autograder was killed: it ran far past its budget]\n"
+        seconds = time.monotonic() - started
+        memory_peak, oom_kills = release_cgroup(group)
     path = layout / "results" / "results.json"
     results, problem = None, None
     try:
@@ -502,13 +504,15 @@ def grade(layout: Path, files: dict[str, str], env: dict[str, str], budget: floa
 
 
 def chains(cases: list[Case]) -> list[list[Case]]:
-    """The cases in chains of at most CHAIN_LENGTH that share a mode (with or without bubblewrap);
-    a case that can write the grader's files (not as root) gets a chain of its own, so that no
-    other case is graded by a grader it changed."""
+    """The cases in chains that share a mode (with or without bubblewrap), of at most CHAIN_LENGTH
+    and at least as many chains as grading slots (a chain is graded one case after another); a case
+    that can write the grader's files (not as root) gets a chain of its own, so that no other case
+    is graded by a grader it changed."""
     result = [[case] for case in cases if case.writes_grader_files and not IS_ROOT]
+    length = max(1, min(CHAIN_LENGTH, -(-len(cases) // slots.count())))
     for mode in (True, False):
         shared = [case for case in cases if case.bubblewrap is mode and [case] not in result]
-        result += [shared[i:i + CHAIN_LENGTH] for i in range(0, len(shared), CHAIN_LENGTH)]
+        result += [shared[i:i + length] for i in range(0, len(shared), length)]
     return result
 
 
@@ -571,10 +575,12 @@ def megabytes(peak: int | None) -> str:
     return f", peak {peak >> 20} MB" if peak is not None else ""
 
 
-def run_campaign(base: Path, cases: list[Case], unwrapped: Callable[[Case, bool], bool]) -> Campaign:
-    """Every honest part and every case of `cases` that this machine can grade, graded once, in
-    parallel, in folders under `base`; skips the caller when no grading could run student code here.
-    `unwrapped(case, bubblewrap)`: whether a case is left out, given whether bubblewrap works here."""
+def run_campaign(base: Path, cases: list[Case], unwrapped: Callable[[Case, bool], bool],
+                 honest_parts: set[str]) -> Campaign:
+    """The honest parts named in `honest_parts` and every case of `cases` that this machine can
+    grade, graded once, in parallel, in folders under `base`; skips the caller when no grading could
+    run student code here. `unwrapped(case, bubblewrap)`: whether a case is left out, given whether
+    bubblewrap works here."""
     started = time.monotonic()
     refusal, bubblewrap = sandbox_start(base / "empty")
     if refusal is not None:
@@ -606,7 +612,7 @@ def run_campaign(base: Path, cases: list[Case], unwrapped: Callable[[Case, bool]
         interpreter_before = interpreter_state()
         with concurrent.futures.ThreadPoolExecutor(PARALLEL) as pool:
             honest_jobs = {}
-            for name, text in HONEST.items():
+            for name, text in ((name, HONEST[name]) for name in sorted(honest_parts)):
                 layout = make_layout(base / f"honest-{name}", package)
                 honest_jobs[name] = pool.submit(grade, layout, {"kv_decode.py": text}, env, TIME_BUDGET)
             chain_jobs = [pool.submit(run_chain, chain, cases, package, base, env) for chain in chains(runnable)]

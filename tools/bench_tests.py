@@ -1,0 +1,123 @@
+"""The repository's own test tiers, timed as a contributor waits for them.
+
+    python -m tools.bench_tests [--tier everyday|all|both] [--baseline REV] [--write-docs]
+
+Runs `make test` (the everyday tier) and `make test-all` (every test, what CI runs) in this
+checkout, one after the other, and prints for each its wall-clock seconds, the CPU seconds of
+everything it ran (user and system time of every process it waited for: pytest, its workers, the
+gradings and their sandboxed workers), and pytest's closing line. With `--baseline REV`, the same
+for `make test` of revision REV first, in a temporary worktree beside this checkout sharing its
+.venv and traces (the "before" of a change to the suite's time). The goals: the everyday tier
+within 300 s and `make test-all` within 900 s of wall time on 2 idle cores.
+
+`--write-docs` also writes what it prints into its section of docs/performance.md (between
+`<!-- bench:tests -->` and `<!-- /bench:tests -->`; `tools.bench.publish`). Run it on an otherwise
+idle machine: the figures are for the whole machine's two cores.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from tools.bench import ROOT, publish
+
+TIERS = {"everyday": "test", "all": "test-all"}
+GOALS = {"everyday": 300.0, "all": 900.0}
+# pytest's closing line, e.g. "==== 1021 passed, 3 skipped, 766 deselected in 287.05s (0:04:47) ====".
+SUMMARY = re.compile(r"^=+ (.*\d+ (?:passed|failed).*) in [\d.]+s.*=+$", re.MULTILINE)
+
+
+@dataclass(frozen=True)
+class Timing:
+    label: str
+    wall: float
+    cpu: float
+    summary: str
+    ok: bool
+
+
+def run_make(target: str, checkout: Path, label: str) -> Timing:
+    """`make TARGET` in `checkout`: its wall and CPU seconds and pytest's closing line."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    started = time.monotonic()
+    done = subprocess.run(["make", "-s", target], cwd=checkout, capture_output=True, text=True, check=False)
+    wall = time.monotonic() - started
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    found = SUMMARY.findall(done.stdout)
+    summary = found[-1] if found else f"no pytest summary (make exited {done.returncode})"
+    if done.returncode != 0:
+        sys.stderr.write(done.stdout[-6000:] + done.stderr[-3000:])
+    return Timing(label, wall, cpu, summary, done.returncode == 0)
+
+
+def baseline_checkout(revision: str, folder: Path) -> Path:
+    """A worktree of `revision` in `folder`, sharing this checkout's .venv and installed traces."""
+    checkout = folder / "baseline"
+    subprocess.run(["git", "worktree", "add", "--detach", str(checkout), revision], cwd=ROOT, check=True,
+                   capture_output=True)
+    (checkout / ".venv").symlink_to(ROOT / ".venv")
+    if (ROOT / "data" / "mooncake").is_dir():
+        shutil.copytree(ROOT / "data" / "mooncake", checkout / "data" / "mooncake")
+    return checkout
+
+
+def bench(tiers: list[str], baseline: str | None) -> list[Timing]:
+    """Time each tier (and the baseline's `make test` first), printing a table as it goes."""
+    timings = []
+    print(f"{'run':<34} {'wall s':>8} {'CPU s':>8}  pytest's closing line")
+    runs: list[tuple[str, Path, str]] = []
+    with tempfile.TemporaryDirectory(prefix="kvlab-bench-tests-", dir=ROOT.parent) as scratch:
+        if baseline is not None:
+            runs.append((f"before: make test at {baseline[:12]}", baseline_checkout(baseline, Path(scratch)), "test"))
+        runs += [(f"{tier}: make {TIERS[tier]}", ROOT, TIERS[tier]) for tier in tiers]
+        try:
+            for label, checkout, target in runs:
+                timing = run_make(target, checkout, label)
+                timings.append(timing)
+                print(f"{label:<34} {timing.wall:8.0f} {timing.cpu:8.0f}  {timing.summary}", flush=True)
+        finally:
+            if baseline is not None:
+                subprocess.run(["git", "worktree", "remove", "--force", str(Path(scratch) / "baseline")], cwd=ROOT,
+                               check=False, capture_output=True)
+    for tier in tiers:
+        timing = next(t for t in timings if t.label.startswith(f"{tier}:"))
+        verdict = "within" if timing.wall <= GOALS[tier] else "OVER"
+        print(f"{tier}: {timing.wall:.0f} s wall, {verdict} its goal of {GOALS[tier]:.0f} s")
+    failed = [t.label for t in timings if not t.ok]
+    if failed:  # figures of a failing suite are not the suite's figures: nothing is published
+        raise RuntimeError(f"failed: {', '.join(failed)}; what they printed is above")
+    return timings
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--tier", choices=[*TIERS, "both"], default="both")
+    parser.add_argument("--baseline", metavar="REV", help="also time `make test` of this git revision, first")
+    parser.add_argument("--write-docs", action="store_true",
+                        help="write the figures into their section of docs/performance.md")
+    args = parser.parse_args(argv)
+    tiers = list(TIERS) if args.tier == "both" else [args.tier]
+    print(f"{os.cpu_count()} cores; TEST_JOBS={os.environ.get('TEST_JOBS', '2 (the Makefile default)')}")
+    try:
+        if args.write_docs:
+            publish("tests", lambda: bench(tiers, args.baseline))
+        else:
+            bench(tiers, args.baseline)
+    except RuntimeError as error:
+        print(error, file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
