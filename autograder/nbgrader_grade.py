@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import argparse
 import csv
-import html
 import json
 import shutil
 import sys
@@ -51,6 +50,7 @@ from traitlets.config.loader import PyFileConfigLoader
 
 from autograder.assignment import REPO_ROOT, Assignment, AssignmentError, load_assignment
 from autograder.build import build
+from autograder.feedback import build_feedback, feedback_page
 from autograder.grade import EXIT_USAGE
 from autograder.grade_all import grade_one, write_scores
 
@@ -149,27 +149,9 @@ def record_grades(gradebook: Gradebook, assignment: Assignment, student: str, ro
 
 
 def feedback_html(assignment: Assignment, student: str, results: dict[str, Any]) -> str:
-    """The student's feedback page: the summary, each task's score, each test's score and message."""
-    extra = results.get("extra_data", {})
-    esc = html.escape
-    task_rows = "".join(f"<tr><td>{esc(t['name'])}</td><td>{t['score']:g}</td><td>{t['max_score']:g}</td></tr>"
-                        for t in extra.get("tasks", []))
-    tests = "".join(
-        f"<h3>{esc(test.get('name', '?'))} ({esc(', '.join(test.get('tags', [])))}): "
-        f"{test.get('score', 0):g} / {test.get('max_score', 0):g}</h3>"
-        + (f"<pre>{esc(test['output'])}</pre>" if test.get("output") else "")
-        for test in results.get("tests", []))
-    lost = [esc(test.get("name", "?")) for test in results.get("tests", [])
-            if test.get("score", 0) < test.get("max_score", 0)]
-    summary = (f"<p>Tests that lost points: {', '.join(lost)}.</p>\n" if lost else "<p>Every test passed.</p>\n")
-    return (
-        "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\">"
-        f"<title>{esc(assignment.title)}: feedback for {esc(student)}</title></head><body>\n"
-        f"<h1>{esc(assignment.title)}</h1>\n<p>Feedback for {esc(student)}: "
-        f"{results.get('score', 0):g} / {extra.get('max_score', assignment.max_score):g} points.</p>\n"
-        f"<table><tr><th>task</th><th>score</th><th>max</th></tr>{task_rows}</table>\n{summary}"
-        f"<pre>{esc(results.get('output', ''))}</pre>\n<h2>Tests</h2>\n{tests}\n</body></html>\n"
-    )
+    """The student's feedback page (autograder.feedback): the scores, the failed tests, the passed ones."""
+    titles = {task.name: task.title for task in assignment.tasks}
+    return feedback_page(build_feedback(results, assignment.title, student, titles))
 
 
 def write_feedback(course: Path, assignment: Assignment, student: str, submitted: Path,

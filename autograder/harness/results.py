@@ -89,11 +89,14 @@ def points_text(value: float) -> str:
 
 
 def summary_text(assignment: Assignment, tasks: list[dict[str, Any]], isolation: Sequence[str]) -> str:
-    """The top-level output: the points per task and how the student's code was isolated."""
+    """The top-level output: the points per task and how the student's code was isolated (the
+    isolation lines that name no path; every line is in extra_data's `isolation`)."""
     score = _points(sum(t["score"] for t in tasks))
     rows = [[t["name"], t["score"], t["max_score"], t["title"]] for t in tasks]
     rows.append(["total", score, _points(assignment.max_score), ""])
-    notes = ["", "How your code was isolated while it was graded:", *(f"- {line}" for line in isolation)]
+    # Only the path-free lines: folder names of the grading machine are for the staff (extra_data).
+    shown = [line for line in isolation if "/" not in line]
+    notes = ["", "How your code was isolated while it was graded:", *(f"- {line}" for line in shown)]
     # Imported here: kvlab.tables imports numpy, which run_autograder's validation of the results
     # file (a process of its own at every grading) does not need.
     from kvlab.tables import format_table
@@ -101,7 +104,7 @@ def summary_text(assignment: Assignment, tasks: list[dict[str, Any]], isolation:
     return format_table(f"{assignment.title}: {score} / {_points(assignment.max_score)} points",
                         ["task", "score", "max", "what it grades"], rows,
                         formats=[None, points_text, points_text, None],
-                        notes=notes if isolation else ())
+                        notes=notes if shown else ())
 
 
 def graded_results(assignment: Assignment, records: Sequence[GradedTest], execution_time: float,
