@@ -239,17 +239,20 @@ def _wrapped(text: str, indent: str) -> list[str]:
     return out
 
 
-def failures_text(feedback: Feedback) -> str:
-    """The failed tests by task, each distinct message once, and the passed tests' count."""
-    lines = []
-    for task in feedback.tasks:
-        if not task.failures:
-            continue
-        lines.append(f"{task.name}: {_points(task.score)} / {_points(task.max_score)}")
-        for group in task.failures:
-            count = f"{len(group.tests)} tests failed this way" if len(group.tests) > 1 else "failed"
-            lines.extend(_wrapped(f"{count}: {', '.join(group.tests)}", "  "))
-            lines.extend(_wrapped(group.message, "    | "))
-        lines.append("")
-    lines.append(f"{feedback.passed_count} test(s) passed, {feedback.failed_count} failed.")
+def task_text(task: TaskFeedback) -> str:
+    """One task as text: its score, each distinct failure once with the tests that share it, and
+    how many of its tests passed."""
+    lines = [f"{task.name}: {_points(task.score)} / {_points(task.max_score)}"]
+    for group in task.failures:
+        count = f"{len(group.tests)} tests failed this way" if len(group.tests) > 1 else "failed"
+        lines.extend(_wrapped(f"{count}: {', '.join(group.tests)}", "  "))
+        lines.extend(_wrapped(group.message, "    | "))
+    lines.append(f"  {len(task.passed)} test(s) passed, {task.failed_count} failed.")
     return "\n".join(lines)
+
+
+def failures_text(feedback: Feedback) -> str:
+    """The tasks that lost points (`task_text`), then the count of passed and failed tests."""
+    parts = [task_text(task) for task in feedback.tasks if task.failures]
+    parts.append(f"{feedback.passed_count} test(s) passed, {feedback.failed_count} failed.")
+    return "\n\n".join(parts)
