@@ -8,7 +8,9 @@ grades a folder (the Gradescope package built once by autograder.build, then
 autograder.grade.grade_submission, N at a time, through autograder.grade_all.grade_one), and then:
 
 - the batch, as `make grade-all` writes it: `<batch>/<student>/results.json` and `<batch>/scores.csv`
-  (same columns: submission, score, max_score, task:<name> per task, status, error); the default
+  (same columns: submission, score, max_score, task:<name> per task, status, error), and
+  `<batch>/nbgrader.csv` (submission, timestamp, duedate, seconds_late, late_penalty, from the
+  gradebook, for the class report's table of students); the default
   batch folder is `<course>/batch/<id>/`, and the files graded (only those assignment.json lists,
   as `make submit` packs them) are kept in `<batch>-submissions/<student>/` for
   `python -m autograder.class_report --batch <batch> --submissions <batch>-submissions`;
@@ -58,6 +60,7 @@ from traitlets.config.loader import PyFileConfigLoader
 
 from autograder.assignment import REPO_ROOT, Assignment, AssignmentError, load_assignment
 from autograder.build import build
+from autograder.class_report import NBGRADER_CSV
 from autograder.feedback import Feedback, build_feedback, feedback_page, task_text
 from autograder.grade import EXIT_USAGE
 from autograder.grade_all import grade_one, write_scores
@@ -314,7 +317,25 @@ def grade_course(course: Path, assignment_id: str, *, batch: Path | None = None,
                 outcome.notes.append(f"stopped while recording it (its scores may be missing from the "
                                      f"gradebook): {type(error).__name__}: {error}")
             outcomes.append(outcome)
+        write_lateness(batch / NBGRADER_CSV, gradebook, assignment.id, [outcome.student for outcome in outcomes])
     return outcomes
+
+
+def write_lateness(path: Path, gradebook: Gradebook, assignment_id: str, students: list[str]) -> None:
+    """`<batch>/nbgrader.csv`, for the class report: each submission's timestamp, due date, seconds
+    late and late penalty, as the gradebook holds them (empty where it holds none)."""
+    with path.open("w", newline="", encoding="utf-8") as out:
+        writer = csv.DictWriter(out, fieldnames=["submission", "timestamp", "duedate", "seconds_late", "late_penalty"])
+        writer.writeheader()
+        for student in students:
+            try:
+                submission = gradebook.find_submission(assignment_id, student)
+            except MissingEntry:
+                writer.writerow({"submission": student})
+                continue
+            writer.writerow({"submission": student, "timestamp": _cell(submission.timestamp),
+                             "duedate": _cell(submission.duedate), "seconds_late": _cell(float(submission.total_seconds_late)),
+                             "late_penalty": _cell(float(submission.late_submission_penalty or 0))})
 
 
 def _cell(value: Any) -> str:

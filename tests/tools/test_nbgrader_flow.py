@@ -259,6 +259,10 @@ def test_class_report_reads_the_batch(flow: Flow, tmp_path: Path) -> None:
         assert (Path(f"{flow.batch}-submissions") / student).is_dir(), f"no graded files of {student} beside the batch"
     assert (tmp_path / "report.html").is_file() and report.count("\n") > 1, \
         f"the class report of the nbgrader batch is empty: {report[:300]}"
+    rows = {(row["subject"], row["key"]): row["value"] for row in csv.DictReader(io.StringIO(report))
+            if row["section"] == "student"}
+    assert "late" in rows.get(("bob", "late"), "") and ("alice", "late") not in rows and ("alice", "submitted") in rows, \
+        f"the report's student rows should give alice's submission time and bob's lateness: {rows}"
 
 
 def test_nbgrader_autograde_is_refused(flow: Flow) -> None:
