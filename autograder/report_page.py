@@ -27,7 +27,7 @@ h1{font-size:1.5em}h2{font-size:1.2em;border-bottom:1px solid #d0d7de;padding-bo
 nav a{margin-right:1em}
 table{border-collapse:collapse;margin:.5em 0;max-width:100%}
 td,th{border:1px solid #d0d7de;padding:.2em .5em;text-align:left;vertical-align:top;overflow-wrap:break-word}
-.w{display:inline-block;max-width:28em;overflow-wrap:break-word}
+.w{display:inline-block;max-width:28em;overflow-wrap:break-word}#students-table .w{max-width:14em}
 th{background:#f6f8fa}td.n{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}
 .plots{display:flex;flex-wrap:wrap;gap:.6em}.plot{border:1px solid #d0d7de;padding:.2em}
 .plot img{display:block;max-width:100%}
@@ -87,7 +87,9 @@ def _points(value: float | None) -> str:
 
 def _students(report: Report) -> str:
     tasks = [task.name for task in report.assignment.tasks]
-    head = "".join(f"<th>{_e(h)}</th>" for h in ["student", "status", "score", *tasks, "submitted", "late"])
+    # A task's name may break after its underscores: seven of them side by side must fit the page.
+    head = "".join(f"<th>{_e(h).replace('_', '_<wbr>')}</th>" for h in ["student", "status", "score", *tasks,
+                                                                         "submitted", "late"])
     rows = []
     for student in report.students:
         name = (f"<a class='w' href='{_e(quote(student.feedback))}'>{_e(student.name)}</a>" if student.feedback

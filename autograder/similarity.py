@@ -214,17 +214,17 @@ def compare(files: tuple[str, ...], submissions: list[Path], boilerplate: Path, 
     paths, skipped = within_budget(files, submissions, budget)
     request = {"paths": paths, "boilerplate": [str(boilerplate / n) for n in files if (boilerplate / n).is_file()],
                "noise": noise, "evidence_at": evidence_at}
+    limited = f"the comparison, limited to {budget.memory_bytes / 1024**3:g} GB and {budget.seconds} s of CPU"
     try:
         done = subprocess.run([sys.executable, "-m", "autograder.similarity"], input=json.dumps(request),
                               capture_output=True, text=True, timeout=budget.seconds * 2,
                               preexec_fn=lambda: _limits(budget), cwd=Path(__file__).resolve().parent.parent)
     except subprocess.TimeoutExpired:
-        return [], skipped, f"the comparison took over {budget.seconds * 2} s and was stopped"
+        return [], skipped, f"{limited}, was stopped after {budget.seconds * 2} s"
     if done.returncode != 0:
         last = (done.stderr.strip().splitlines() or ["no message"])[-1]
         why = "it ran out of memory" if "MemoryError" in done.stderr else f"it exited with status {done.returncode}"
-        return [], skipped, (f"the comparison, limited to {budget.memory_bytes / 1024**3:g} GB and "
-                             f"{budget.seconds} s of CPU, failed: {why} ({last[:300]})")
+        return [], skipped, f"{limited}, failed: {why} ({last[:300]})"
     answer = json.loads(done.stdout)
     pairs = [Pair(p["a"], p["b"], tuple(p["similarity"]),
                   [FileEvidence(f["file"], tuple(f["similarity"]), tuple(f["code"])) for f in p["files"]])

@@ -293,7 +293,7 @@ def test_the_comparison_that_exceeds_its_memory_says_so(batch: dict[str, Any]) -
     # until the CPU limit ends it).
     tight = similarity.Budget(memory_bytes=64 * 1024**2, seconds=5)
     report = class_report.build_report(assignment, batch["out"], batch["subs"], budget=tight)
-    assert report.pairs == [] and "failed" in report.similarity_note and "0.0625 GB" in report.similarity_note, (
+    assert report.pairs == [] and "0.0625 GB" in report.similarity_note, (
         f"a comparison over its memory budget should leave a note, not pairs: {report.similarity_note!r}")
     assert report.students and report.rates, "the rest of the report must still be there"
 
