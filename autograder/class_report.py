@@ -3,36 +3,36 @@
     python -m autograder.class_report --assignment lecture02 --batch OUTDIR --submissions DIR [--out DIR]
 
 Reads what a batch grading wrote (`autograder.grade_all`, or the nbgrader batch, same layout):
-OUTDIR/scores.csv (submission, score, max_score, one `task:<name>` column per task, status, error)
-and OUTDIR/<name>/results.json; and the submitted files, DIR/<name>/<file> for each file that
-assignment.json lists. Writes two files into --out (default: OUTDIR):
+OUTDIR/scores.csv (submission, score, max_score, one `task:<name>` column per task, status, error),
+OUTDIR/<name>/results.json and, for an nbgrader batch, OUTDIR/nbgrader.csv (timestamps, lateness);
+and the submitted files, DIR/<name>/<file> for each file that assignment.json lists. Writes into
+--out (default: OUTDIR):
 
-- report.html: one self-contained page (inline CSS, plots as base64 PNG, no external URL);
-- report.csv: every number the page shows, one per row: section, subject, key, value.
+- report.html: one self-contained page (autograder.report_page: inline CSS, plots as base64 PNG, no
+  external URL, no script);
+- report.csv: every number the page shows, one per row: section, subject, key, value;
+- feedback/: each student's feedback page (autograder.feedback), linked from the page.
 
 Sections:
-1. score distributions: per task (and the total) the graded submissions' count, mean, median,
+1. the students: status, score per task, nbgrader's submission time and lateness, feedback link;
+2. score distributions: per task (and the total) the graded submissions' count, mean, median,
    min, max, and a histogram of HIST_BINS equal bins over [0, max_score] (the last bin includes
    max_score, as numpy.histogram's does); only rows whose status is `graded` count;
-2. the tests failed by most submissions (a test is its name without the parametrization, so
-   `test_x[a]` and `test_x[b]` are one test), and their failure messages grouped by concept: the
-   "Likely cause" sentence when there is one, the exception's last line for a student exception,
-   else the first line, with numbers and quoted values stripped (`concept`); then the concepts
-   over all tests, by the submissions whose failures name them;
-3. the slowest gradings (results.json's `execution_time`, seconds);
-4. problems: every row whose status is not `graded` (grader faults), every results.json that is
+3. every test's pass rate (a test is its file and name without the parametrization, so
+   `test_f.py::test_x[a]` and `test_f.py::test_x[b]` are one test);
+4. the tests failed by most submissions, and their failure messages grouped by concept, in the
+   grader's own words (`concept`, `GraderWords`); then the concepts over all tests, by the
+   submissions whose failures name them;
+5. the slowest gradings (results.json's `execution_time`, seconds);
+6. problems: every row whose status is not `graded` (grader faults), every results.json that is
    missing or malformed, every submission folder without a scores.csv row and the reverse, every
-   submitted file the similarity check could not read;
-5. similar pairs: the submitted files compared pairwise with copydetect (winnowing over
-   tokenized code, as MOSS does; names and layout are ignored), the starter's files removed as
-   boilerplate. A pair's similarity is, for each side, the share of its code (token coverage,
-   summed over the assignment's files) that the other side has too; a pair is flagged when the
-   larger of the two reaches --threshold, and its matching code is shown side by side. The page
-   and the CSV list the flagged pairs and the TOP_UNFLAGGED most similar others.
+   submitted file the similarity check left out (too large, over the class's budget, not text);
+7. similar pairs (autograder.similarity: copydetect within a budget per file and per class, in a
+   limited child process): the flagged pairs and the TOP_UNFLAGGED most similar others.
 
-One module on purpose (over 400 lines): one command that reads one batch and writes one page; every
-section is computed from the same loaded batch into one Report, which the HTML and the CSV writer both
-read.
+One module on purpose (over 400 lines): one command that reads one batch into one Report, which the
+page, the CSV and the feedback pages are all written from; the page's HTML and the comparison live
+in their own modules.
 """
 from __future__ import annotations
 
