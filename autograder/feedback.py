@@ -5,7 +5,7 @@ class report's per-student links): the total and each task's score first; then t
 grouped by task, each named by its file and name, a failure whose message is identical to another's
 in the same task shown once with the tests that share it; then the passed tests, collapsed. No
 machine path reaches it: an absolute path in a message is cut to its last component
-(`scrub_paths`), and the isolation report (temporary folders, the interpreter's path) stays in
+(results.scrub_paths, as results.json's test outputs already are), and the isolation report (temporary folders, the interpreter's path) stays in
 results.json's `extra_data` and the staff's views.
 
 `feedback_page` is self-contained HTML (inline CSS, no script, no external asset) that wraps long
@@ -15,24 +15,15 @@ lines to the page's width and prints legibly; everything from a submission is es
 from __future__ import annotations
 
 import html
-import re
 import textwrap
 from dataclasses import dataclass, field
 from typing import Any
 
+from autograder.harness.results import scrub_paths
+
 TEXT_WIDTH = 100
 # A failure shared by more tests than this lists their names collapsed (a starter fails dozens).
 MAX_OPEN_NAMES = 3
-# An absolute path of two or more components, not inside a word or a relative path: the worker's
-# temporary folders, the interpreter's packages. Only its last component is kept.
-_ABSOLUTE_PATH = re.compile(r"(?<![\w.~/-])/(?:[\w.+@-]+/)+([\w.+@-]+)")
-
-
-def scrub_paths(text: str) -> str:
-    """`text` with every absolute path of two or more components cut to `…/<last component>`."""
-    return _ABSOLUTE_PATH.sub(lambda m: f"…/{m.group(1)}", text)
-
-
 @dataclass
 class FailureGroup:
     """Tests of one task that failed with the same message: shown once, with their names."""

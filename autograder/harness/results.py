@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -58,6 +59,17 @@ def with_captured_output(output: str, captured: str) -> str:
         return output
     block = f"{CAPTURED_HEADING}\n{truncate(captured, MAX_CAPTURED_CHARS)}"
     return f"{output}\n\n{block}" if output else block
+
+
+# An absolute path of two or more components, not inside a word or a relative path: the worker's
+# temporary folders, the interpreter's packages. Only its last component is kept.
+_ABSOLUTE_PATH = re.compile(r"(?<![\w.~/-])/(?:[\w.+@-]+/)+([\w.+@-]+)")
+
+
+def scrub_paths(text: str) -> str:
+    """`text` with every absolute path of two or more components cut to `…/<last component>`: the
+    grading machine's folders are not for the student (the staff have them in extra_data)."""
+    return _ABSOLUTE_PATH.sub(lambda m: f"…/{m.group(1)}", text)
 
 
 def encodable(text: str) -> str:
@@ -124,7 +136,7 @@ def graded_results(assignment: Assignment, records: Sequence[GradedTest], execut
             "score": _points(record.points if record.passed else 0),
             "max_score": _points(record.points),
             "status": "passed" if record.passed else "failed",
-            "output": encodable(record.output),
+            "output": encodable(scrub_paths(record.output)),
             "tags": [record.task],
             "visibility": assignment.visibility[audience],
             **({"extra_data": {"draws": list(record.draws)}} if record.draws else {}),
