@@ -5,12 +5,15 @@ class report's per-student links): the total and each task's score first; then t
 grouped by task, each named by its file and name, a failure whose message is identical to another's
 in the same task shown once with the tests that share it; then the passed tests, collapsed. No
 machine path reaches it: an absolute path in a message is cut to its last component
-(results.scrub_paths, as results.json's test outputs already are), and the isolation report (temporary folders, the interpreter's path) stays in
-results.json's `extra_data` and the staff's views.
+(results.scrub_paths, as results.json's test outputs already are), and the isolation report
+(temporary folders, the interpreter's path) stays in results.json's `extra_data` and the staff's
+views. A task's failures naming NotImplementedError (stubs left as they were) share one box.
 
 `feedback_page` is self-contained HTML (inline CSS, no script, no external asset) that wraps long
 lines to the page's width and prints legibly; everything from a submission is escaped.
-`feedback_text` is the same content as plain text, lines wrapped to TEXT_WIDTH.
+`failures_text` (and `task_text`, one task) is the same content as plain text, lines wrapped to
+TEXT_WIDTH: `make grade` prints it, and each grade cell of nbgrader's autograded notebook holds
+its task's.
 """
 from __future__ import annotations
 
@@ -24,6 +27,8 @@ from autograder.harness.results import scrub_paths
 TEXT_WIDTH = 100
 # A failure shared by more tests than this lists their names collapsed (a starter fails dozens).
 MAX_OPEN_NAMES = 3
+
+
 @dataclass
 class FailureGroup:
     """Tests of one task that failed with the same message: shown once, with their names."""
