@@ -3,76 +3,64 @@
     python -m autograder.class_report --assignment lecture02 --batch OUTDIR --submissions DIR [--out DIR]
 
 Reads what a batch grading wrote (`autograder.grade_all`, or the nbgrader batch, same layout):
-OUTDIR/scores.csv (submission, score, max_score, one `task:<name>` column per task, status, error)
-and OUTDIR/<name>/results.json; and the submitted files, DIR/<name>/<file> for each file that
-assignment.json lists. Writes two files into --out (default: OUTDIR):
+OUTDIR/scores.csv (submission, score, max_score, one `task:<name>` column per task, status, error),
+OUTDIR/<name>/results.json and, for an nbgrader batch, OUTDIR/nbgrader.csv (timestamps, lateness);
+and the submitted files, DIR/<name>/<file> for each file that assignment.json lists. Writes into
+--out (default: OUTDIR):
 
-- report.html: one self-contained page (inline CSS, plots as base64 PNG, no external URL);
-- report.csv: every number the page shows, one per row: section, subject, key, value.
+- report.html: one self-contained page (autograder.report_page: inline CSS, plots as base64 PNG, no
+  external URL, no script);
+- report.csv: every number the page shows, one per row: section, subject, key, value;
+- feedback/: each student's feedback page (autograder.feedback), linked from the page.
 
 Sections:
-1. score distributions: per task (and the total) the graded submissions' count, mean, median,
+1. the students: status, score per task, nbgrader's submission time and lateness, feedback link;
+2. score distributions: per task (and the total) the graded submissions' count, mean, median,
    min, max, and a histogram of HIST_BINS equal bins over [0, max_score] (the last bin includes
    max_score, as numpy.histogram's does); only rows whose status is `graded` count;
-2. the tests failed by most submissions (a test is its name without the parametrization, so
-   `test_x[a]` and `test_x[b]` are one test), and their failure messages grouped by concept: the
-   "Likely cause" sentence when there is one, the exception's last line for a student exception,
-   else the first line, with numbers and quoted values stripped (`concept`); then the concepts
-   over all tests, by the submissions whose failures name them;
-3. the slowest gradings (results.json's `execution_time`, seconds);
-4. problems: every row whose status is not `graded` (grader faults), every results.json that is
+3. every test's pass rate (a test is its file and name without the parametrization, so
+   `test_f.py::test_x[a]` and `test_f.py::test_x[b]` are one test);
+4. the tests failed by most submissions, and their failure messages grouped by concept, in the
+   grader's own words (`concept`, `GraderWords`); then the concepts over all tests, by the
+   submissions whose failures name them;
+5. the slowest gradings (results.json's `execution_time`, seconds);
+6. problems: every row whose status is not `graded` (grader faults), every results.json that is
    missing or malformed, every submission folder without a scores.csv row and the reverse, every
-   submitted file the similarity check could not read;
-5. similar pairs: the submitted files compared pairwise with copydetect (winnowing over
-   tokenized code, as MOSS does; names and layout are ignored), the starter's files removed as
-   boilerplate. A pair's similarity is, for each side, the share of its code (token coverage,
-   summed over the assignment's files) that the other side has too; a pair is flagged when the
-   larger of the two reaches --threshold, and its matching code is shown side by side. The page
-   and the CSV list the flagged pairs and the TOP_UNFLAGGED most similar others.
+   submitted file the similarity check left out (too large, over the class's budget, not text);
+7. similar pairs (autograder.similarity: copydetect within a budget per file and per class, in a
+   limited child process): the flagged pairs and the TOP_UNFLAGGED most similar others.
 
-One module on purpose (over 400 lines): one command that reads one batch and writes one page; every
-section is computed from the same loaded batch into one Report, which the HTML and the CSV writer both
-read.
+One module on purpose (over 400 lines): one command that reads one batch into one Report, which the
+page, the CSV and the feedback pages are all written from; the page's HTML and the comparison live
+in their own modules.
 """
 from __future__ import annotations
 
 import argparse
-import base64
+import ast
+import builtins
 import csv
-import html
-import io
-import itertools
 import json
 import logging
 import re
+import shutil
 import statistics
 import sys
 from collections import defaultdict
-from collections.abc import Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from autograder.assignment import REPO_ROOT, Assignment, AssignmentError, load_assignment
+from autograder.feedback import build_feedback, feedback_page
 from autograder.harness.results import CAPTURED_HEADING
+from autograder.similarity import MAX_EVIDENCE, NOISE_CHARS, THRESHOLD, Budget, Pair, Skipped, compare
 
 EXIT_USAGE = 2
 HIST_BINS = 10
-# Chosen on the blind corpus (autograder/corpus/<id>/bases/: correct submissions written without
-# the reference) and on renamed, reformatted copies of the references: on runs of 60 tokenized
-# characters (about two lines of code) a base shares at most 0.71 of its code with the reference or
-# another base (lecture 7's minimal_ordereddict; 0.41 leaving out the two "minimal" bases), a copy
-# at least 0.94 (tests/tools/test_class_report.py checks both on every corpus). copydetect's defaults
-# (25 characters, flagged at 0.33) flag independent submissions of these short assignments: their
-# common idioms are longer than 25 characters.
-NOISE_CHARS = 60
-THRESHOLD = 0.8
 TOP_TESTS = 15
 TOP_SLOWEST = 10
 TOP_UNFLAGGED = 10
-# Flagged pairs whose shared code the page shows (the most similar first): a class that copied
-# widely, or a threshold set low, would otherwise make a page of hundreds of megabytes.
-MAX_EVIDENCE = 25
 CSV_COLUMNS = ("section", "subject", "key", "value")
 
 
@@ -195,28 +183,6 @@ def bin_label(edges: list[float], i: int) -> str:
     return f"[{edges[i]:g}, {edges[i + 1]:g}{close}"
 
 
-def plot_png(dist: Distribution) -> str:
-    """The histogram as a base64 PNG (the same bins as the table)."""
-    import matplotlib
-
-    matplotlib.use("Agg")  # no display: render to memory
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(4.2, 2.6), dpi=90)
-    ax.bar(dist.edges[:-1], dist.counts, width=dist.edges[1] - dist.edges[0], align="edge",
-           color="#4c78a8", edgecolor="white")
-    ax.set_xlim(0, dist.edges[-1])
-    ax.set_xlabel(f"points (of {dist.max_score:g})")
-    ax.set_ylabel("submissions")
-    ax.set_title(dist.name, fontsize=10)
-    ax.yaxis.get_major_locator().set_params(integer=True)
-    fig.tight_layout()
-    buffer = io.BytesIO()
-    fig.savefig(buffer, format="png")
-    plt.close(fig)
-    return base64.b64encode(buffer.getvalue()).decode("ascii")
-
-
 # ---------------------------------------------------------------------------------------------
 # 2. Failed tests, grouped by concept
 
@@ -233,40 +199,113 @@ _PARAMS = re.compile(r"\[.*\]$")
 MAX_CONCEPT_CHARS = 300
 
 
-def strip_values(text: str, asides: bool = False) -> str:
+def strip_values(text: str, asides: bool = False, lines: bool = False) -> str:
     """`text` with its values replaced: quoted strings by '…', numbers (and None, True, False) by #,
     lists of numbers (a shape, a range) by one #…, and with `asides`, parenthesized asides taken
-    out; so messages that differ only in the values they quote compare equal."""
+    out; so messages that differ only in the values they quote compare equal. With `lines`, every
+    line is kept whole (no length limit), its spaces collapsed."""
     text = _QUOTED.sub("'…'", text)
     text = _NUMBER.sub("#", text)
     text = _NUMBER_LIST.sub("#…", text)
     while asides and _ASIDE.search(text):
         text = _ASIDE.sub("", text)
+    if lines:  # the line breaks kept (a source's literal, split into lines afterwards)
+        return "\n".join(" ".join(line.split()) for line in text.split("\n"))
     text = " ".join(text.split())
     return text if len(text) <= MAX_CONCEPT_CHARS else text[: MAX_CONCEPT_CHARS - 1] + "…"
 
 
-def concept(output: str) -> str:
-    """The concept a failure message names, values stripped (see `strip_values`).
+# A piece of the grader's own text shorter than this is too common to tell the grader from a student.
+MIN_GRADER_PIECE = 8
 
-    The "Likely cause" sentence when the message has one; for "Your code raised an exception:"
-    the exception's own line (the traceback's last); otherwise the message's first line, without
-    its parenthesized asides (the inputs, which vary with the parametrization). The student's
-    captured output (after results.CAPTURED_HEADING) never counts.
+
+class GraderWords:
+    """The grader's own text: every string literal (and literal part of an f-string) of the tests
+    and the harness, split into lines. A failure message mixes it with values and with text from
+    the student's code (an exception's message, a returned object's repr): `mask` keeps only the
+    grader's pieces, so the student cannot choose the concept a failure is grouped under."""
+
+    def __init__(self, pieces: set[str]) -> None:
+        self.pieces = sorted(pieces, key=len, reverse=True)
+        self._masked: dict[str, str] = {}
+
+    @classmethod
+    def of(cls, sources: list[Path]) -> GraderWords:
+        pieces: set[str] = set()
+        for path in sources:
+            try:
+                tree = ast.parse(path.read_text(encoding="utf-8"))
+            except (OSError, SyntaxError, UnicodeDecodeError):
+                continue
+            for node in ast.walk(tree):
+                if isinstance(node, ast.Constant) and isinstance(node.value, str):
+                    # Lines and sentences: a message may quote one sentence of a longer literal.
+                    pieces.update(piece.strip() for piece in re.split(r"\n|(?<=\.) ", strip_values(node.value, lines=True))
+                                  if len(piece.strip()) >= MIN_GRADER_PIECE)
+        return cls(pieces)
+
+    def mask(self, line: str) -> str:
+        """`line` with every run not covered by a piece of the grader's text, and holding a letter,
+        replaced by "…" (runs of digits and punctuation are values, which strip_values replaces)."""
+        if line not in self._masked:
+            covered = [False] * len(line)
+            for piece in self.pieces:
+                at = line.find(piece)
+                while at >= 0:
+                    covered[at:at + len(piece)] = [True] * len(piece)
+                    at = line.find(piece, at + 1)
+            out, run = [], []
+            for char, mine in zip(line, covered):
+                if mine:
+                    if run:
+                        out.append("…" if any(c.isalpha() for c in run) else "".join(run))
+                        run = []
+                    out.append(char)
+                else:
+                    run.append(char)
+            if run:
+                out.append("…" if any(c.isalpha() for c in run) else "".join(run))
+            self._masked[line] = "".join(out)
+        return self._masked[line]
+
+
+def grader_words(assignment: Assignment) -> GraderWords:
+    """The grader's text of `assignment`: its public and hidden tests, the course's test helpers
+    (kvlab/testing) and the harness, which writes the messages about exceptions and limits."""
+    root = assignment.root
+    folders = [assignment.public_tests, assignment.hidden_tests, root / "kvlab" / "testing", root / "autograder" / "harness"]
+    return GraderWords.of(sorted(path for folder in folders if folder.is_dir() for path in folder.glob("*.py")))
+
+
+def concept(output: str, words: GraderWords | None = None) -> str:
+    """The concept a failure message names, in the grader's own words (`words.mask`; every word
+    counts as the grader's when `words` is None), values stripped (see `strip_values`).
+
+    For "Your code raised an exception:" (the harness's words, then the student's traceback), the
+    exception's class when Python defines it, else "an exception of its own class". Otherwise the
+    last "Likely cause" sentence that holds the grader's words, or else the message's first line,
+    without its parenthesized asides (the inputs, which vary with the parametrization). The
+    student's captured output (after results.CAPTURED_HEADING) never counts.
     """
     text = output.split(CAPTURED_HEADING, 1)[0].strip()
     if not text:
         return "(no message)"
-    likely = re.search(r"Likely cause:\s*([^\n]+)", text)
-    if likely:
-        return strip_values("Likely cause: " + likely.group(1))
     lines = [line for line in text.splitlines() if line.strip()]
     if lines[0].startswith("Your code raised an exception"):
         # The exception line is the traceback's last unindented line; a note in parentheses (the
-        # memory limit) may follow it.
+        # memory limit) may follow it. Its message, and a class of the student's, are the student's.
         raised = [line for line in lines[1:] if not line[0].isspace() and not line.startswith(("Traceback", "("))]
-        return strip_values("your code raised " + (raised[-1] if raised else "an exception"))
-    return strip_values(lines[0], asides=True)
+        kind = raised[-1].split(":", 1)[0].strip() if raised else ""
+        builtin = isinstance(getattr(builtins, kind, None), type) and issubclass(getattr(builtins, kind), BaseException)
+        return "your code raised " + (kind if builtin else "an exception of its own class")
+    # Values first (the grader's pieces hold none), then whatever is not the grader's.
+    mask = (lambda line: words.mask(strip_values(line))) if words is not None else strip_values
+    for line in reversed(lines):
+        for cause in reversed(re.findall(r"Likely cause:\s*([^\n]+)", mask(line))):
+            # The grader's sentence, not a "Likely cause:" of the student's followed by theirs.
+            if not cause.startswith("…") and len(cause.replace("…", "").strip(" .,;:#")) >= MIN_GRADER_PIECE:
+                return strip_values("Likely cause: " + cause)
+    return strip_values(mask(lines[0]), asides=True)
 
 
 def test_key(name: str) -> str:
@@ -282,15 +321,14 @@ class FailedTest:
     task: str
     submissions: set[str] = field(default_factory=set)
     failures: int = 0
-    # concept -> the submissions whose failures named it, and one full first line as an example
+    # concept -> the submissions whose failures named it
     concepts: dict[str, set[str]] = field(default_factory=lambda: defaultdict(set))
-    examples: dict[str, str] = field(default_factory=dict)
 
     def top_concepts(self) -> list[tuple[str, int]]:
         return sorted(((c, len(s)) for c, s in self.concepts.items()), key=lambda item: (-item[1], item[0]))
 
 
-def failed_tests(subs: list[Submission]) -> list[FailedTest]:
+def failed_tests(subs: list[Submission], words: GraderWords | None = None) -> list[FailedTest]:
     """Every test some graded submission failed, most submissions first, then by name."""
     tests: dict[str, FailedTest] = {}
     for sub in subs:
@@ -305,10 +343,8 @@ def failed_tests(subs: list[Submission]) -> list[FailedTest]:
             entry.submissions.add(sub.name)
             entry.failures += 1
             output = str(test.get("output") or "")
-            idea = concept(output)
+            idea = concept(output, words)
             entry.concepts[idea].add(sub.name)
-            first = next((line for line in output.splitlines() if line.strip()), "")
-            entry.examples.setdefault(idea, first[:MAX_CONCEPT_CHARS])
     return sorted(tests.values(), key=lambda t: (-len(t.submissions), t.name))
 
 
@@ -352,101 +388,93 @@ def problems(subs: list[Submission], submissions: Path | None) -> list[tuple[str
 
 
 # ---------------------------------------------------------------------------------------------
-# 5. Similar pairs (copydetect)
+# 6-7. Every test's pass rate; the students
 
 
 @dataclass
-class FileEvidence:
-    """One file of a pair: each side's similarity and its code, the shared parts highlighted (HTML)."""
+class TestRate:
+    """One test (all its parametrizations): the graded submissions that passed all of it."""
 
-    file: str
-    similarity: tuple[float, float]
-    code: tuple[str, str]
-
-
-@dataclass
-class Pair:
-    a: str
-    b: str
-    similarity: tuple[float, float]  # share of a's code found in b, and of b's found in a
-    files: list[FileEvidence]
+    name: str
+    task: str
+    passed: int
+    graded: int
 
     @property
-    def score(self) -> float:
-        return max(self.similarity)
+    def rate(self) -> float:
+        return self.passed / self.graded if self.graded else 0.0
 
 
-def similar_pairs(files: tuple[str, ...], submissions: list[Path], boilerplate: Path, noise: int = NOISE_CHARS,
-                  evidence_at: float = THRESHOLD) -> tuple[list[Pair], list[tuple[str, str]]]:
-    """(pairs, skipped): every pair of submissions that shares any code, most similar first (see
-    the module docstring), and the (submission, file) pairs left out because they are not UTF-8 text.
-
-    Each file is compared only with the same file of the other submissions; `boilerplate`'s files
-    (the starter) are removed from every fingerprint. The MAX_EVIDENCE most similar pairs whose
-    similarity reaches `evidence_at` get their shared code (`Pair.files`), highlighted.
-    """
-    import matplotlib
-
-    matplotlib.use("Agg")  # copydetect imports pyplot
-    from copydetect import CopyDetector
-    from copydetect.utils import highlight_overlap
-
-    detector = CopyDetector(extensions=["py"], noise_t=noise, guarantee_t=noise, same_name_only=True,
-                            autoopen=False, silent=True)
-    owner: dict[str, str] = {}
-    for folder in submissions:
-        for name in files:
-            path = folder / name
-            if path.is_file():
-                detector.add_file(str(path))
-                owner[str(path)] = folder.name
-    for name in files:
-        if (boilerplate / name).is_file():
-            detector.add_file(str(boilerplate / name), "boilerplate")
-    if len(owner) < 2:
-        return [], []
-    detector.run()
-    skipped = sorted((owner[path], Path(path).name) for path in owner if path not in detector.file_data)
-    index = {path: i for i, path in enumerate(detector.test_files)}
-    # per pair: overlap tokens and coverage of each side, summed over the files, and the files
-    sums: dict[tuple[str, str], list[float]] = defaultdict(lambda: [0.0, 0.0, 0.0, 0.0])
-    compared: dict[tuple[str, str], list[tuple[str, str, float, float]]] = defaultdict(list)
-    for first, second in itertools.combinations(sorted(owner), 2):
-        if owner[first] == owner[second] or Path(first).name != Path(second).name:
+def pass_rates(assignment: Assignment, subs: list[Submission]) -> list[TestRate]:
+    """Every test any graded results.json lists, in assignment.json's task order, then by name."""
+    failed: dict[str, set[str]] = defaultdict(set)
+    seen: dict[str, set[str]] = defaultdict(set)
+    tasks: dict[str, str] = {}
+    for sub in subs:
+        if sub.results is None or not sub.graded:
             continue
-        if first not in detector.file_data or second not in detector.file_data:
-            continue  # not UTF-8: copydetect skipped it
-        if owner[first] > owner[second]:
-            first, second = second, first
-        sim_first, sim_second = (max(float(x), 0.0) for x in detector.similarity_matrix[index[first], index[second]])
-        cover = (detector.file_data[first].token_coverage, detector.file_data[second].token_coverage)
-        key = (owner[first], owner[second])
-        entry = sums[key]
-        entry[0] += sim_first * cover[0]
-        entry[1] += sim_second * cover[1]
-        entry[2] += cover[0]
-        entry[3] += cover[1]
-        compared[key].append((first, second, sim_first, sim_second))
-    pairs = []
-    for (a, b), (shared_a, shared_b, cover_a, cover_b) in sums.items():
-        similarity = (float(shared_a / cover_a) if cover_a else 0.0, float(shared_b / cover_b) if cover_b else 0.0)
-        if max(similarity) > 0:
-            pairs.append(Pair(a, b, similarity, []))
-    pairs.sort(key=lambda p: (-p.score, p.a, p.b))
-    for pair in pairs[:MAX_EVIDENCE]:
-        if pair.score < evidence_at:
-            break  # the shared code is shown for flagged pairs only: building it costs
-        for first, second, sim_first, sim_second in compared[(pair.a, pair.b)]:
-            slices = detector.slice_matrix.get((first, second))
-            if slices is None and (second, first) in detector.slice_matrix:
-                slices = detector.slice_matrix[(second, first)][::-1]
-            if slices is None:
-                continue  # nothing of this file shared
-            code = [highlight_overlap(detector.file_data[path].raw_code, part, "<mark>", "</mark>",
-                                      truncate=6, escape_html=True)[0]
-                    for path, part in ((first, slices[0]), (second, slices[1]))]
-            pair.files.append(FileEvidence(Path(first).name, (sim_first, sim_second), (code[0], code[1])))
-    return pairs, skipped
+        for test in sub.results["tests"]:
+            key = test_key(str(test["name"]))
+            tasks.setdefault(key, str((test.get("tags") or [""])[0]))
+            seen[key].add(sub.name)
+            if test.get("status") != "passed":
+                failed[key].add(sub.name)
+    order = {task.name: i for i, task in enumerate(assignment.tasks)}
+    rates = [TestRate(key, tasks[key], len(seen[key] - failed[key]), len(seen[key])) for key in seen]
+    return sorted(rates, key=lambda r: (order.get(r.task, len(order)), r.name))
+
+
+# What nbgrader knows of each submission, written by autograder.nbgrader_grade beside scores.csv.
+NBGRADER_CSV = "nbgrader.csv"
+
+
+@dataclass
+class Student:
+    """One row of the per-student table."""
+
+    name: str
+    status: str
+    score: float | None
+    tasks: dict[str, float | None]
+    submitted: str = ""  # nbgrader's timestamp, "" when the batch does not know it
+    late: str = ""  # how late (h:mm:ss) and the penalty, "" when on time or unknown
+    feedback: str = ""  # the feedback page's path relative to the report, "" when there is none
+
+
+def feedback_file(index: int, name: str) -> str:
+    """feedback/<n>-<name>.html with the name's unsafe characters replaced (the index keeps two
+    names that differ only in those apart)."""
+    return f"feedback/{index:03d}-{re.sub(r'[^A-Za-z0-9_.-]', '_', name)[:60]}.html"
+
+
+def lateness(seconds: float | None) -> str:
+    if not seconds:
+        return ""
+    whole = int(round(seconds))
+    return f"{whole // 3600}:{whole % 3600 // 60:02d}:{whole % 60:02d} late"
+
+
+def students(assignment: Assignment, subs: list[Submission], batch: Path) -> list[Student]:
+    """A row per submission: status, scores, nbgrader's timestamp and lateness (when the batch is
+    nbgrader's), and its feedback page (when it has results)."""
+    known: dict[str, dict[str, str]] = {}
+    try:
+        known = {row["submission"]: row for row in read_scores(batch / NBGRADER_CSV)}
+    except (OSError, ValueError, KeyError):
+        pass  # not an nbgrader batch
+    out = []
+    for index, sub in enumerate(subs, start=1):
+        row = sub.row or {}
+        extra = known.get(sub.name, {})
+        late = lateness(number(extra.get("seconds_late")))
+        penalty = number(extra.get("late_penalty"))
+        if late and penalty:
+            late += f", {penalty:g} point(s) off"
+        out.append(Student(sub.name, str(row.get("status") or "not graded"), number(row.get("score")),
+                           {task.name: number(row.get(f"task:{task.name}")) for task in assignment.tasks},
+                           extra.get("timestamp", ""), late,
+                           feedback_file(index, sub.name) if sub.results is not None else ""))
+    return out
 
 
 # ---------------------------------------------------------------------------------------------
@@ -464,6 +492,8 @@ class Report:
     pairs: list[Pair]
     threshold: float
     noise: int
+    rates: list[TestRate]
+    students: list[Student]
     similarity_note: str = ""  # why the similarity check could not run, "" when it ran
 
     @property
@@ -491,6 +521,18 @@ class Report:
         for idea, names, tests in class_concepts(self.failed)[:TOP_TESTS]:
             out.append(("class_concept", idea, "submissions", names))
             out.append(("class_concept", idea, "tests", tests))
+        for rate in self.rates:
+            out.append(("pass_rate", rate.name, "passed", rate.passed))
+            out.append(("pass_rate", rate.name, "graded", rate.graded))
+        for student in self.students:
+            out.append(("student", student.name, "status", student.status))
+            out.append(("student", student.name, "score", "" if student.score is None else f"{student.score:g}"))
+            out.extend(("student", student.name, f"task:{task}", "" if v is None else f"{v:g}")
+                       for task, v in student.tasks.items())
+            if student.submitted:
+                out.append(("student", student.name, "submitted", student.submitted))
+            if student.late:
+                out.append(("student", student.name, "late", student.late))
         out.extend(("execution_time", name, "seconds", f"{t:.3f}") for name, t in self.slowest)
         out.extend(("problem", name, kind, detail) for name, kind, detail in self.problems)
         if self.similarity_note:
@@ -504,23 +546,24 @@ class Report:
 
 
 def build_report(assignment: Assignment, batch: Path, submissions: Path | None,
-                 threshold: float = THRESHOLD, noise: int = NOISE_CHARS) -> Report:
+                 threshold: float = THRESHOLD, noise: int = NOISE_CHARS, budget: Budget | None = None) -> Report:
     """Everything the page shows, from the batch folder and the submitted files."""
     subs = load_batch(batch, submissions)
     pairs: list[Pair] = []
-    skipped: list[tuple[str, str]] = []
+    skipped: list[Skipped] = []
     note = ""
     if submissions is None:
         note = "no --submissions folder given"
     else:
         try:
-            pairs, skipped = similar_pairs(assignment.files, submission_folders(submissions), assignment.starter,
-                                           noise, threshold)
+            pairs, skipped, note = compare(assignment.files, submission_folders(submissions), assignment.starter,
+                                           noise, threshold, budget)
         except Exception as error:  # noqa: BLE001 - the rest of the report is still worth having
-            note = f"copydetect failed: {type(error).__name__}: {error}"
-    unread = [(name, "not compared", f"{file} is not UTF-8 text") for name, file in skipped]
-    return Report(assignment, subs, distributions(assignment, subs), failed_tests(subs), slowest(subs),
-                  problems(subs, submissions) + unread, pairs, threshold, noise, note)
+            note = f"the comparison failed: {type(error).__name__}: {error}"
+    unread = [(s.submission, "not compared", f"{s.file}: {s.reason}") for s in skipped]
+    return Report(assignment, subs, distributions(assignment, subs), failed_tests(subs, grader_words(assignment)),
+                  slowest(subs), problems(subs, submissions) + unread, pairs, threshold, noise,
+                  pass_rates(assignment, subs), students(assignment, subs, batch), note)
 
 
 def write_csv(report: Report, path: Path) -> None:
@@ -530,134 +573,17 @@ def write_csv(report: Report, path: Path) -> None:
         writer.writerows(report.rows())
 
 
-STYLE = """
-body{font-family:system-ui,sans-serif;margin:1.5em;max-width:1400px;color:#222}
-h2{border-bottom:1px solid #ccc;padding-bottom:.2em;margin-top:1.6em}
-table{border-collapse:collapse;margin:.5em 0}td,th{border:1px solid #ccc;padding:.2em .5em;text-align:left;vertical-align:top}
-th{background:#f3f3f3}td.n{text-align:right;font-variant-numeric:tabular-nums}
-.plots{display:flex;flex-wrap:wrap;gap:.8em}.plot{border:1px solid #ddd;padding:.3em}
-.side{display:grid;grid-template-columns:1fr 1fr;gap:.6em}pre{background:#fafafa;border:1px solid #ddd;
-padding:.4em;overflow-x:auto;font-size:12px;margin:0}mark{background:#ffd27a}.muted{color:#666}
-.flag{color:#b00;font-weight:bold}
-"""
-
-
-def _e(value: Any) -> str:
-    return html.escape(str(value))
-
-
-def _table(headers: list[str], rows: list[list[Any]], numeric: Collection[int] = ()) -> str:
-    head = "".join(f"<th>{_e(h)}</th>" for h in headers)
-    body = "".join(
-        "<tr>" + "".join(f"<td class='n'>{_e(c)}</td>" if i in numeric else f"<td>{_e(c)}</td>"
-                         for i, c in enumerate(row)) + "</tr>" for row in rows)
-    return f"<table><tr>{head}</tr>{body}</table>"
-
-
-def render_html(report: Report, csv_name: str = "report.csv") -> str:
-    """The page: plain HTML with inline CSS; every image a data: URL."""
-    a = report.assignment
-    graded = sum(s.graded for s in report.subs)
-    total = next(d for d in report.distributions if d.name == "total")
-    parts = [f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{_e(a.id)} class report</title>"
-             f"<style>{STYLE}</style></head><body>",
-             f"<h1>{_e(a.title)}: class report</h1>",
-             f"<p>{len(report.subs)} submissions, {graded} graded"
-             + (f"; total score mean {statistics.fmean(total.scores):.4g} of {a.max_score:g}" if total.scores else "")
-             + f". Every number on this page is in <code>{_e(csv_name)}</code>.</p>"]
-
-    parts.append("<h2>Score distributions</h2><p class='muted'>Graded submissions only (status "
-                 f"<code>graded</code>); {HIST_BINS} equal bins from 0 to the maximum, the last one "
-                 "including the maximum.</p>")
-    stat_rows = []
-    for dist in report.distributions:
-        s = dist.stats()
-        stat_rows.append([dist.name, f"{dist.max_score:g}", s["graded"],
-                          *(f"{s[k]:.4g}" if k in s else "" for k in ("mean", "median", "min", "max"))])
-    parts.append(_table(["task", "max", "graded", "mean", "median", "min", "max"], stat_rows, {1, 2, 3, 4, 5, 6}))
-    parts.append("<div class='plots'>")
-    for dist in report.distributions:
-        counts = ", ".join(f"{bin_label(dist.edges, i)}: {c}" for i, c in enumerate(dist.counts))
-        parts.append(f"<div class='plot'><img alt='{_e(dist.name)} histogram: {_e(counts)}' "
-                     f"src='data:image/png;base64,{plot_png(dist)}'></div>")
-    parts.append("</div>")
-
-    parts.append("<h2>Tests failed most often</h2>")
-    if report.failed:
-        parts.append(f"<p class='muted'>Of {graded} graded submissions. A test counts once per submission "
-                     "whatever its parametrizations; its failure messages are grouped by the concept they "
-                     "name (the \"Likely cause\" sentence, the exception raised, or the first line), numbers "
-                     "and values replaced by #.</p>")
-        rows = []
-        for test in report.failed[:TOP_TESTS]:
-            ideas = test.top_concepts()
-            for i, (idea, n) in enumerate(ideas[:3]):
-                rows.append([test.name if i == 0 else "", test.task if i == 0 else "",
-                             len(test.submissions) if i == 0 else "", test.failures if i == 0 else "",
-                             n, idea])
-            if len(ideas) > 3:
-                rows.append(["", "", "", "", "", f"… {len(ideas) - 3} more concept(s) in the CSV"])
-        parts.append(_table(["test", "task", "submissions failing", "failures", "submissions", "concept"],
-                            rows, {2, 3, 4}))
-        parts.append("<p>The same concepts over all tests (one mistake often fails several tests):</p>")
-        parts.append(_table(["concept", "submissions", "tests"],
-                            [list(c) for c in class_concepts(report.failed)[:TOP_TESTS]], {1, 2}))
-    else:
-        parts.append("<p>No graded submission failed a test.</p>")
-
-    parts.append("<h2>Slowest gradings</h2>")
-    if report.slowest:
-        times = [t for _, t in report.slowest]
-        parts.append(f"<p class='muted'>results.json's execution_time; median {statistics.median(times):.3g} s "
-                     f"over {len(times)}.</p>")
-        parts.append(_table(["submission", "seconds"], [[n, f"{t:.3f}"] for n, t in report.slowest[:TOP_SLOWEST]], {1}))
-    else:
-        parts.append("<p>No results.json with an execution time.</p>")
-
-    parts.append("<h2>Grader faults and unreadable results</h2>")
-    if report.problems:
-        parts.append(_table(["submission", "what", "detail"], [list(p) for p in report.problems]))
-    else:
-        parts.append("<p>None: every submission was graded and its results.json read.</p>")
-
-    parts.append("<h2>Similar submissions</h2>")
-    try:
-        from importlib.metadata import version
-
-        tool = f"copydetect {version('copydetect')}"
-    except Exception:  # noqa: BLE001 - only a label
-        tool = "copydetect"
-    parts.append(f"<p class='muted'>{_e(tool)}: tokenized code (names, strings and layout ignored) "
-                 f"fingerprinted on runs of {report.noise} characters, the starter's code removed as "
-                 "boilerplate, each file compared with the same file of every other submission. "
-                 "Similarity of a side: the share of its code found in the other. A pair is flagged at "
-                 f"{report.threshold:.2f} or more on either side. Flagged pairs are for a person to read, "
-                 "not a verdict.</p>")
-    if report.similarity_note:
-        parts.append(f"<p class='flag'>Not run: {_e(report.similarity_note)}</p>")
-    flagged = report.flagged
-    if flagged:
-        parts.append(_table(["submission A", "submission B", "A in B", "B in A"],
-                            [[p.a, p.b, f"{p.similarity[0]:.2f}", f"{p.similarity[1]:.2f}"] for p in flagged], {2, 3}))
-        if len(flagged) > MAX_EVIDENCE:
-            parts.append(f"<p>The shared code of the {MAX_EVIDENCE} most similar pairs:</p>")
-        for pair in flagged[:MAX_EVIDENCE]:
-            parts.append(f"<h3 class='flag'>{_e(pair.a)} and {_e(pair.b)}: {pair.score:.2f}</h3>")
-            for ev in pair.files:
-                parts.append(f"<p>{_e(ev.file)}: {ev.similarity[0]:.2f} of {_e(pair.a)}'s code, "
-                             f"{ev.similarity[1]:.2f} of {_e(pair.b)}'s (shared code highlighted)</p>")
-                # ev.code is copydetect's HTML: the code escaped, the shared slices in <mark>.
-                parts.append(f"<div class='side'><div><b>{_e(pair.a)}</b><pre>{ev.code[0]}</pre></div>"
-                             f"<div><b>{_e(pair.b)}</b><pre>{ev.code[1]}</pre></div></div>")
-    elif not report.similarity_note:
-        parts.append("<p>No pair reaches the threshold.</p>")
-    rest = [p for p in report.shown_pairs if p.score < report.threshold]
-    if rest:
-        parts.append("<p>The most similar pairs below the threshold:</p>")
-        parts.append(_table(["submission A", "submission B", "A in B", "B in A"],
-                            [[p.a, p.b, f"{p.similarity[0]:.2f}", f"{p.similarity[1]:.2f}"] for p in rest], {2, 3}))
-    parts.append("</body></html>")
-    return "\n".join(parts)
+def write_feedback_pages(report: Report, out: Path) -> None:
+    """out/feedback/: each student's feedback page (autograder.feedback), as the student reads it."""
+    folder = out / "feedback"
+    if folder.exists():
+        shutil.rmtree(folder)  # an earlier report's pages may name students no longer in the batch
+    folder.mkdir(parents=True)
+    titles = {task.name: task.title for task in report.assignment.tasks}
+    for sub, student in zip(report.subs, report.students):
+        if student.feedback and sub.results is not None:
+            page = feedback_page(build_feedback(sub.results, report.assignment.title, sub.name, titles))
+            (out / student.feedback).write_text(page, encoding="utf-8")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -695,6 +621,10 @@ def main(argv: list[str] | None = None) -> int:
     out = args.out or args.batch
     out.mkdir(parents=True, exist_ok=True)
     write_csv(report, out / "report.csv")
+    write_feedback_pages(report, out)
+    # Imported here: autograder.report_page imports this module.
+    from autograder.report_page import render_html
+
     (out / "report.html").write_text(render_html(report), encoding="utf-8")
     print(f"{len(report.subs)} submissions, {len(report.problems)} problem(s), {len(report.flagged)} flagged "
           f"pair(s); report in {out / 'report.html'} and {out / 'report.csv'}")

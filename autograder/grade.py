@@ -31,6 +31,7 @@ from typing import Any
 
 from autograder.assignment import REPO_ROOT, AssignmentError, discover, load_assignment
 from autograder.build import build
+from autograder.feedback import build_feedback, failures_text
 from autograder.harness.results import fault_results, write_json_atomically
 from kvlab.tables import format_table
 
@@ -120,18 +121,16 @@ def grade_submission(package: Path, submission: Path, out: Path, python: str = s
 
 
 def score_tables(results: dict[str, Any]) -> str:
-    """Per test (task, name, score / max), then per task, then the total."""
-    tests = results["tests"]
-    per_test = format_table(
-        "Tests", ["number", "task", "test", "score", "max"],
-        [[t["number"], t["tags"][0], t["name"], t["score"], t["max_score"]] for t in tests],
-        formats=[None, None, None, "g", "g"], align=["<", "<", "<", ">", ">"],
-    )
+    """The tasks' scores and the total, then the failed tests by task (autograder.feedback's text:
+    each distinct message once), then the isolation report, which names the machine's folders."""
     extra = results["extra_data"]
     tasks = [[t["name"], t["score"], t["max_score"]] for t in extra["tasks"]]
     per_task = format_table("Tasks", ["task", "score", "max"], tasks + [["total", results["score"], extra["max_score"]]],
                             formats=[None, "g", "g"])
-    return f"{per_test}\n\n{per_task}" if tests else per_task
+    feedback = build_feedback(results, str(extra.get("assignment", "")), "")
+    isolation = "\n".join(["Isolation (staff only, results.json's extra_data):",
+                           *(f"- {line}" for line in extra.get("isolation", []))])
+    return f"{per_task}\n\n{failures_text(feedback)}\n\n{isolation}" if results["tests"] else per_task
 
 
 def report(results: dict[str, Any], log: str) -> str:

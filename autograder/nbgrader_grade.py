@@ -8,7 +8,9 @@ grades a folder (the Gradescope package built once by autograder.build, then
 autograder.grade.grade_submission, N at a time, through autograder.grade_all.grade_one), and then:
 
 - the batch, as `make grade-all` writes it: `<batch>/<student>/results.json` and `<batch>/scores.csv`
-  (same columns: submission, score, max_score, task:<name> per task, status, error); the default
+  (same columns: submission, score, max_score, task:<name> per task, status, error), and
+  `<batch>/nbgrader.csv` (submission, timestamp, duedate, seconds_late, late_penalty, from the
+  gradebook, for the class report's table of students); the default
   batch folder is `<course>/batch/<id>/`, and the files graded (only those assignment.json lists,
   as `make submit` packs them) are kept in `<batch>-submissions/<student>/` for
   `python -m autograder.class_report --batch <batch> --submissions <batch>-submissions`;
@@ -17,10 +19,14 @@ autograder.grade.grade_submission, N at a time, through autograder.grade_all.gra
   the submission (its timestamp.txt), and each task's score as the auto score of the grade cell
   named after the task in handout.ipynb, so formgrader shows it and a score an instructor enters
   there by hand still overrides it; a submission the grader could not score is flagged for manual
-  grading instead;
-- `autograded/<student>/<id>/`: the submission's notebooks and files, for formgrader's views;
-- feedback: `feedback/<student>/<id>/handout.html` (each task's score, each test's score and
-  message, as results.json holds them) with the submission's timestamp.txt and
+  grading instead; then the course's late-submission policy, as `nbgrader autograde` applies it
+  (nbgrader's AssignLatePenalties with the config's LateSubmissionPlugin, `PenaltyPerHour` in the
+  config `make nbgrader` writes), which records the penalty in the gradebook;
+- `autograded/<student>/<id>/`: the submission's notebooks and files, for formgrader's views, each
+  task's grade cell of handout.ipynb holding that task's test messages as its output, so that
+  formgrader's "Generate Feedback" (nbgrader's own render of this notebook) keeps them;
+- feedback: `feedback/<student>/<id>/handout.html` (autograder.feedback's page: the scores, the
+  failed tests by task, the passed ones collapsed) with the submission's timestamp.txt and
   submission_secret.txt, where `nbgrader release_feedback` finds it; `fetch_feedback` matches it to
   the student's handout.ipynb, so a student who did not submit that notebook gets no feedback file
   (the line printed for them says so).
@@ -34,8 +40,8 @@ from __future__ import annotations
 
 import argparse
 import csv
-import html
 import json
+import math
 import shutil
 import sys
 import tempfile
@@ -45,12 +51,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import nbformat
 from sqlalchemy.exc import SAWarning
 from tqdm import tqdm
+from traitlets import Float
+from traitlets.config import Config
 from traitlets.config.loader import PyFileConfigLoader
 
 from autograder.assignment import REPO_ROOT, Assignment, AssignmentError, load_assignment
 from autograder.build import build
+from autograder.class_report import NBGRADER_CSV
+from autograder.feedback import Feedback, build_feedback, feedback_page, task_text
 from autograder.grade import EXIT_USAGE
 from autograder.grade_all import grade_one, write_scores
 
@@ -58,7 +69,8 @@ with warnings.catch_warnings():
     # nbgrader 0.9.5's gradebook models raise SQLAlchemy 2 deprecation warnings on import.
     warnings.simplefilter("ignore", DeprecationWarning)
     from nbgrader.api import Gradebook, MissingEntry
-    from nbgrader.plugins import ExportPlugin
+    from nbgrader.plugins import ExportPlugin, LateSubmissionPlugin
+    from nbgrader.preprocessors import AssignLatePenalties
     from nbgrader.utils import parse_utc
 
 # The notebook of tools/nbgrader_course.py whose grade cells (one per task) hold the scores.
@@ -148,28 +160,31 @@ def record_grades(gradebook: Gradebook, assignment: Assignment, student: str, ro
     return notes
 
 
+def assign_late_penalty(config: Config, db_url: str, assignment_id: str, student: str) -> None:
+    """The course's late-submission policy on one submission, as `nbgrader autograde` applies it:
+    nbgrader's AssignLatePenalties with the course config's `AssignLatePenalties.plugin_class` (a
+    LateSubmissionPlugin), which records the penalty on the notebook in the gradebook (its own
+    connection: the grades must be committed first)."""
+    resources = {"nbgrader": {"notebook": GRADE_NOTEBOOK, "assignment": assignment_id, "student": student,
+                              "db_url": db_url}}
+    AssignLatePenalties(config=config).preprocess(nbformat.v4.new_notebook(), resources)
+
+
+class PenaltyPerHour(LateSubmissionPlugin):
+    """Late work loses `points_per_hour` points per hour or part of an hour after the due date (the
+    student's extension included), never more than the submission's score (nbgrader caps it)."""
+
+    points_per_hour = Float(1.0, help="points lost per started hour of lateness").tag(config=True)
+
+    def late_submission_penalty(self, student_id: str, score: float, total_seconds_late: float) -> float:
+        """The penalty, in points, of a submission `total_seconds_late` seconds after its due date."""
+        return min(score, self.points_per_hour * math.ceil(total_seconds_late / 3600))
+
+
 def feedback_html(assignment: Assignment, student: str, results: dict[str, Any]) -> str:
-    """The student's feedback page: the summary, each task's score, each test's score and message."""
-    extra = results.get("extra_data", {})
-    esc = html.escape
-    task_rows = "".join(f"<tr><td>{esc(t['name'])}</td><td>{t['score']:g}</td><td>{t['max_score']:g}</td></tr>"
-                        for t in extra.get("tasks", []))
-    tests = "".join(
-        f"<h3>{esc(test.get('name', '?'))} ({esc(', '.join(test.get('tags', [])))}): "
-        f"{test.get('score', 0):g} / {test.get('max_score', 0):g}</h3>"
-        + (f"<pre>{esc(test['output'])}</pre>" if test.get("output") else "")
-        for test in results.get("tests", []))
-    lost = [esc(test.get("name", "?")) for test in results.get("tests", [])
-            if test.get("score", 0) < test.get("max_score", 0)]
-    summary = (f"<p>Tests that lost points: {', '.join(lost)}.</p>\n" if lost else "<p>Every test passed.</p>\n")
-    return (
-        "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\">"
-        f"<title>{esc(assignment.title)}: feedback for {esc(student)}</title></head><body>\n"
-        f"<h1>{esc(assignment.title)}</h1>\n<p>Feedback for {esc(student)}: "
-        f"{results.get('score', 0):g} / {extra.get('max_score', assignment.max_score):g} points.</p>\n"
-        f"<table><tr><th>task</th><th>score</th><th>max</th></tr>{task_rows}</table>\n{summary}"
-        f"<pre>{esc(results.get('output', ''))}</pre>\n<h2>Tests</h2>\n{tests}\n</body></html>\n"
-    )
+    """The student's feedback page (autograder.feedback): the scores, the failed tests, the passed ones."""
+    titles = {task.name: task.title for task in assignment.tasks}
+    return feedback_page(build_feedback(results, assignment.title, student, titles))
 
 
 def write_feedback(course: Path, assignment: Assignment, student: str, submitted: Path,
@@ -197,24 +212,49 @@ def write_feedback(course: Path, assignment: Assignment, student: str, submitted
     return []
 
 
-def copy_autograded(course: Path, assignment: Assignment, student: str, submitted: Path) -> None:
-    """autograded/<student>/<id>/: the submitted notebooks, files and timestamp, for formgrader."""
+def copy_autograded(course: Path, assignment: Assignment, student: str, submitted: Path,
+                    feedback: Feedback | None) -> list[str]:
+    """autograded/<student>/<id>/: the submitted notebooks, files and timestamp, for formgrader; notes.
+
+    Each task's grade cell of handout.ipynb gets that task's feedback (autograder.feedback's
+    text) as its only output: formgrader shows it, and its "Generate Feedback" (nbgrader's
+    generate_feedback, which renders this notebook) keeps every test message.
+    """
     folder = course / "autograded" / student / assignment.id
     if folder.exists():
         shutil.rmtree(folder)
     folder.mkdir(parents=True)
+    notes = []
     for path in sorted(submitted.iterdir()):
         if path.name in (*assignment.files, "timestamp.txt") or path.suffix == ".ipynb":
             if path.is_file() and not path.is_symlink():
                 shutil.copyfile(path, folder / path.name)
+    handout = folder / f"{GRADE_NOTEBOOK}.ipynb"
+    if feedback is not None and handout.is_file():
+        try:
+            notebook = nbformat.read(handout, as_version=4)
+        except Exception as error:  # noqa: BLE001 - nbformat raises many kinds on a damaged file
+            return [f"{handout.name} is not a notebook ({type(error).__name__}), so nbgrader's Generate "
+                    "Feedback cannot show the test messages"]
+        tasks = {task.name: task for task in feedback.tasks}
+        for cell in notebook.cells:
+            grade_id = cell.get("metadata", {}).get("nbgrader", {}).get("grade_id")
+            if cell.cell_type == "code" and grade_id in tasks:
+                cell.outputs = [nbformat.v4.new_output("stream", name="stdout", text=task_text(tasks.pop(grade_id)))]
+        if tasks:
+            notes.append(f"{handout.name} has no grade cell for {', '.join(tasks)}: Generate Feedback will "
+                         "not show those tasks' messages")
+        nbformat.write(notebook, handout)
+    return notes
 
 
-def course_settings(course: Path) -> tuple[str, str]:
-    """(course id, gradebook URL), read from the course's nbgrader_config.py as nbgrader reads them,
-    with nbgrader's defaults: no course id, `sqlite:///<course>/gradebook.db`."""
+def course_settings(course: Path) -> tuple[str, str, Config]:
+    """(course id, gradebook URL, the whole config), read from the course's nbgrader_config.py as
+    nbgrader reads them, with nbgrader's defaults: no course id, `sqlite:///<course>/gradebook.db`."""
     config = PyFileConfigLoader("nbgrader_config.py", path=str(course)).load_config()
     directory = config.CourseDirectory
-    return str(directory.get("course_id", "")), str(directory.get("db_url", f"sqlite:///{course / 'gradebook.db'}"))
+    return (str(directory.get("course_id", "")), str(directory.get("db_url", f"sqlite:///{course / 'gradebook.db'}")),
+            config)
 
 
 def grade_course(course: Path, assignment_id: str, *, batch: Path | None = None, jobs: int = 2,
@@ -226,7 +266,7 @@ def grade_course(course: Path, assignment_id: str, *, batch: Path | None = None,
         raise NbgraderGradeError(str(error)) from error
     course = course.resolve()
     batch = (batch or course / "batch" / assignment_id).resolve()
-    course_id, db_url = course_settings(course)
+    course_id, db_url, config = course_settings(course)
     with Gradebook(db_url, course_id) as gradebook:
         try:
             cells = {cell.name for cell in gradebook.find_notebook(GRADE_NOTEBOOK, assignment_id).grade_cells}
@@ -261,19 +301,41 @@ def grade_course(course: Path, assignment_id: str, *, batch: Path | None = None,
             outcome = StudentGrading(student, row)
             try:
                 outcome.notes += record_grades(gradebook, assignment, student, row, _read(submitted / "timestamp.txt"))
+                assign_late_penalty(config, db_url, assignment.id, student)
                 results_path = batch / student / "results.json"
+                feedback = None
                 if results_path.is_file():
                     results = json.loads(results_path.read_text(encoding="utf-8"))
                     outcome.notes += write_feedback(course, assignment, student, submitted, results)
+                    feedback = build_feedback(results, assignment.title, student,
+                                              {task.name: task.title for task in assignment.tasks})
                 else:
                     outcome.notes.append("no results, so no feedback")
-                copy_autograded(course, assignment, student, submitted)
+                outcome.notes += copy_autograded(course, assignment, student, submitted, feedback)
             except Exception as error:  # noqa: BLE001 - one student's files must not stop the others
                 gradebook.db.rollback()
                 outcome.notes.append(f"stopped while recording it (its scores may be missing from the "
                                      f"gradebook): {type(error).__name__}: {error}")
             outcomes.append(outcome)
+        write_lateness(batch / NBGRADER_CSV, gradebook, assignment.id, [outcome.student for outcome in outcomes])
     return outcomes
+
+
+def write_lateness(path: Path, gradebook: Gradebook, assignment_id: str, students: list[str]) -> None:
+    """`<batch>/nbgrader.csv`, for the class report: each submission's timestamp, due date, seconds
+    late and late penalty, as the gradebook holds them (empty where it holds none)."""
+    with path.open("w", newline="", encoding="utf-8") as out:
+        writer = csv.DictWriter(out, fieldnames=["submission", "timestamp", "duedate", "seconds_late", "late_penalty"])
+        writer.writeheader()
+        for student in students:
+            try:
+                submission = gradebook.find_submission(assignment_id, student)
+            except MissingEntry:
+                writer.writerow({"submission": student})
+                continue
+            writer.writerow({"submission": student, "timestamp": _cell(submission.timestamp),
+                             "duedate": _cell(submission.duedate), "seconds_late": _cell(float(submission.total_seconds_late)),
+                             "late_penalty": _cell(float(submission.late_submission_penalty or 0))})
 
 
 def _cell(value: Any) -> str:
@@ -281,8 +343,11 @@ def _cell(value: Any) -> str:
 
 
 class TaskCsvExportPlugin(ExportPlugin):
-    """`nbgrader export` with a column per task: assignment, student_id, timestamp, score, max_score,
-    task:<name> (the grade cells, in notebook order), status (graded, needs manual grade, missing)."""
+    """`nbgrader export` with a column per task: assignment, student_id, timestamp, duedate (the
+    student's, extension included), seconds_late, raw_score (the tasks' sum), late_penalty (the
+    course's LateSubmissionPlugin's, as recorded in the gradebook), score (raw_score - late_penalty),
+    max_score, task:<name> (the grade cells, in notebook order), status (graded, needs manual
+    grade, missing)."""
 
     def export(self, gradebook: Gradebook) -> None:
         """Write the CSV to `--to` (default grades.csv): one row per assignment and student."""
@@ -290,8 +355,8 @@ class TaskCsvExportPlugin(ExportPlugin):
         wanted_assignments, wanted_students = set(map(str, self.assignment)), set(map(str, self.student))
         assignments = [a for a in gradebook.assignments if not wanted_assignments or a.name in wanted_assignments]
         tasks = list(dict.fromkeys(cell.name for a in assignments for nb in a.notebooks for cell in nb.grade_cells))
-        columns = ["assignment", "student_id", "timestamp", "score", "max_score",
-                   *(f"task:{name}" for name in tasks), "status"]
+        columns = ["assignment", "student_id", "timestamp", "duedate", "seconds_late", "raw_score", "late_penalty",
+                   "score", "max_score", *(f"task:{name}" for name in tasks), "status"]
         self.log.info("Exporting grades, one column per task, to %s", dest)
         with open(dest, "w", newline="", encoding="utf-8") as out:
             writer = csv.DictWriter(out, fieldnames=columns, restval="")
@@ -301,13 +366,17 @@ class TaskCsvExportPlugin(ExportPlugin):
                     if wanted_students and student.id not in wanted_students:
                         continue
                     row = {"assignment": assignment.name, "student_id": student.id,
-                           "max_score": _cell(assignment.max_score)}
+                           "duedate": _cell(assignment.duedate), "max_score": _cell(assignment.max_score)}
                     try:
                         submission = gradebook.find_submission(assignment.name, student.id)
                     except MissingEntry:
                         writer.writerow({**row, "status": "missing"})
                         continue
-                    row.update(timestamp=_cell(submission.timestamp), score=_cell(submission.score),
+                    penalty = float(submission.late_submission_penalty or 0)
+                    row.update(timestamp=_cell(submission.timestamp), duedate=_cell(submission.duedate),
+                               seconds_late=_cell(float(submission.total_seconds_late)),
+                               raw_score=_cell(submission.score), late_penalty=_cell(penalty),
+                               score=_cell(submission.score - penalty),
                                status="needs manual grade" if submission.needs_manual_grade else "graded")
                     for notebook in submission.notebooks:
                         for grade in notebook.grades:

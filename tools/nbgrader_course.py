@@ -5,8 +5,10 @@
 Writes, and replaces on every run, only these two parts of the course folder (the gradebook,
 release/, submitted/, feedback/ and the rest are nbgrader's and are never touched):
 
-    nbgrader_config.py     course id, exchange root (when --exchange is given), the hooks below and
-                           the per-task export plugin; it puts this repository on sys.path
+    nbgrader_config.py     course id, exchange root (when --exchange is given), the hooks below, the
+                           per-task export plugin and the late-submission plugin; it puts this
+                           repository on sys.path (KVLAB_REPOSITORY, else the course folder's
+                           path relative to it when it is inside the clone)
     source/<id>/           the student bundle of tools/release.py (kvlab/, tests/, Makefile,
                            pytest.ini, requirements.txt, README.md, data, demo.py) with the reference
                            solution's .py files in place of the starter, solution markers included,
@@ -28,6 +30,7 @@ command fails and nothing that could leak is left to release.
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import shutil
 import sys
@@ -48,6 +51,9 @@ RELEASE_DIRECTORY = "release"
 MARKERS = ("BEGIN SOLUTION", "END SOLUTION")
 NBGRADER_SCHEMA_VERSION = 3
 KERNELSPEC = {"name": "python3", "language": "python", "display_name": "Python 3"}
+# The generated config's late policy (autograder.nbgrader_grade.PenaltyPerHour): points lost per
+# started hour after the due date; the instructor edits it in nbgrader_config.py.
+LATE_POINTS_PER_HOUR = 1.0
 
 
 class CourseError(Exception):
@@ -146,8 +152,19 @@ def source_files(assignment_id: str, root: Path = ROOT) -> dict[str, bytes]:
     return files
 
 
-def config_text(course_id: str, exchange: Path | None, root: Path = ROOT) -> str:
-    """The course's nbgrader_config.py."""
+def config_text(course_id: str, exchange: Path | None, root: Path = ROOT, out: Path | None = None) -> str:
+    """The course's nbgrader_config.py, for the course folder `out` (default: dist/nbgrader of
+    `root`): the repository is named relative to it, never by the clone's absolute path."""
+    course = (out or root / "dist" / "nbgrader").resolve()
+    if course.is_relative_to(root.resolve()):
+        where = "the folder that holds this course folder"
+        found = (f"os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "
+                 f"{os.path.relpath(root.resolve(), course)!r}))")
+    else:
+        # Outside the clone: naming it would write the instructor's folders into the course.
+        where = "none: set KVLAB_REPOSITORY to the repository's folder before running nbgrader"
+        found = "None"
+    points_per_hour = LATE_POINTS_PER_HOUR
     exchange_line = (f"c.Exchange.root = {str(exchange)!r}" if exchange is not None else
                      "# c.Exchange.root: nbgrader's default, /srv/nbgrader/exchange (make nbgrader EXCHANGE=DIR sets it)")
     return f'''"""nbgrader configuration of the {course_id} course; written by `make nbgrader` (tools/nbgrader_course.py).
@@ -156,11 +173,13 @@ Scores come from `make nbgrader-grade A=<id>` (autograder/nbgrader_grade.py), wh
 tests in the course's sandbox; `nbgrader autograde` is refused, since it runs tests in the
 student's own kernel, where the student's code could mark every test passed.
 """
+import os
 import sys
 
-# The repository this course folder was made from: the hooks, the grader and the export plugin.
-REPOSITORY = {str(root)!r}
-if REPOSITORY not in sys.path:
+# The repository this course folder was made from (the hooks, the grader and the plugins):
+# KVLAB_REPOSITORY when set, else {where}.
+REPOSITORY = os.environ.get("KVLAB_REPOSITORY") or {found}
+if REPOSITORY and REPOSITORY not in sys.path:
     sys.path.insert(0, REPOSITORY)
 
 c = get_config()  # noqa: F821 - defined by traitlets when it loads this file
@@ -170,8 +189,15 @@ c.CourseDirectory.course_id = {course_id!r}
 # deleting release/<id>/, if any solution line is left).
 c.GenerateAssignment.post_convert_hook = "tools.nbgrader_course.clear_released_solutions"
 c.Autograde.pre_convert_hook = "tools.nbgrader_course.refuse_autograde"
-# `nbgrader export`: one row per student and assignment, a column per task (grade cell).
+# `nbgrader export`: one row per student and assignment, a column per task (grade cell), the
+# lateness and the late penalty.
 c.ExportApp.plugin_class = "autograder.nbgrader_grade.TaskCsvExportPlugin"
+# Late work (a due date set with `nbgrader db assignment add <id> --duedate=...`, or in formgrader):
+# make nbgrader-grade applies this LateSubmissionPlugin as `nbgrader autograde` would and records the
+# penalty in the gradebook. nbgrader's own LateSubmissionPlugin with penalty_method "none" or
+# "zero" works here too.
+c.AssignLatePenalties.plugin_class = "autograder.nbgrader_grade.PenaltyPerHour"
+c.PenaltyPerHour.points_per_hour = {points_per_hour!r}
 '''
 
 
@@ -180,7 +206,7 @@ def write_course(assignment_ids: list[str], out: Path, *, course_id: str = COURS
     """Write nbgrader_config.py and source/<id>/ for each assignment; return the folders written."""
     contents = {assignment_id: source_files(assignment_id, root) for assignment_id in assignment_ids}
     out.mkdir(parents=True, exist_ok=True)
-    (out / "nbgrader_config.py").write_text(config_text(course_id, exchange, root), encoding="utf-8")
+    (out / "nbgrader_config.py").write_text(config_text(course_id, exchange, root, out), encoding="utf-8")
     written = []
     for assignment_id, files in contents.items():
         folder = out / "source" / assignment_id

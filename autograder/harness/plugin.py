@@ -346,8 +346,9 @@ def raised_in(excinfo: pytest.ExceptionInfo[BaseException], folder: Path) -> boo
 
 
 def test_name(item: pytest.Item) -> str:
-    """The node id without its file: "test_decode_matches_reference[gqa-B2]", "TestX::test_y"."""
-    return item.nodeid.split("::", 1)[1] if "::" in item.nodeid else item.name
+    """The node id without its folders: "test_decode.py::test_matches_reference[gqa-B2]",
+    "test_hidden_x.py::TestX::test_y" (a public and a hidden test may share a name)."""
+    return f"{Path(item.path).name}::{item.nodeid.split('::', 1)[1]}" if "::" in item.nodeid else item.name
 
 
 def pytest_configure(config: pytest.Config) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -60,6 +61,17 @@ def with_captured_output(output: str, captured: str) -> str:
     return f"{output}\n\n{block}" if output else block
 
 
+# An absolute path of two or more components, not inside a word or a relative path: the worker's
+# temporary folders, the interpreter's packages. Only its last component is kept.
+_ABSOLUTE_PATH = re.compile(r"(?<![\w.~/-])/(?:[\w.+@-]+/)+([\w.+@-]+)")
+
+
+def scrub_paths(text: str) -> str:
+    """`text` with every absolute path of two or more components cut to `…/<last component>`: the
+    grading machine's folders are not for the student (the staff have them in extra_data)."""
+    return _ABSOLUTE_PATH.sub(lambda m: f"…/{m.group(1)}", text)
+
+
 def encodable(text: str) -> str:
     """`text` with anything UTF-8 cannot encode (lone surrogates from undecodable file names or
     bytes) replaced, so a student's odd file name cannot make results.json unwritable."""
@@ -89,11 +101,14 @@ def points_text(value: float) -> str:
 
 
 def summary_text(assignment: Assignment, tasks: list[dict[str, Any]], isolation: Sequence[str]) -> str:
-    """The top-level output: the points per task and how the student's code was isolated."""
+    """The top-level output: the points per task and how the student's code was isolated (the
+    isolation lines that name no path; every line is in extra_data's `isolation`)."""
     score = _points(sum(t["score"] for t in tasks))
     rows = [[t["name"], t["score"], t["max_score"], t["title"]] for t in tasks]
     rows.append(["total", score, _points(assignment.max_score), ""])
-    notes = ["", "How your code was isolated while it was graded:", *(f"- {line}" for line in isolation)]
+    # Only the path-free lines: folder names of the grading machine are for the staff (extra_data).
+    shown = [line for line in isolation if "/" not in line]
+    notes = ["", "How your code was isolated while it was graded:", *(f"- {line}" for line in shown)]
     # Imported here: kvlab.tables imports numpy, which run_autograder's validation of the results
     # file (a process of its own at every grading) does not need.
     from kvlab.tables import format_table
@@ -101,7 +116,7 @@ def summary_text(assignment: Assignment, tasks: list[dict[str, Any]], isolation:
     return format_table(f"{assignment.title}: {score} / {_points(assignment.max_score)} points",
                         ["task", "score", "max", "what it grades"], rows,
                         formats=[None, points_text, points_text, None],
-                        notes=notes if isolation else ())
+                        notes=notes if shown else ())
 
 
 def graded_results(assignment: Assignment, records: Sequence[GradedTest], execution_time: float,
@@ -121,7 +136,7 @@ def graded_results(assignment: Assignment, records: Sequence[GradedTest], execut
             "score": _points(record.points if record.passed else 0),
             "max_score": _points(record.points),
             "status": "passed" if record.passed else "failed",
-            "output": encodable(record.output),
+            "output": encodable(scrub_paths(record.output)),
             "tags": [record.task],
             "visibility": assignment.visibility[audience],
             **({"extra_data": {"draws": list(record.draws)}} if record.draws else {}),

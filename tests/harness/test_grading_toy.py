@@ -170,7 +170,7 @@ def toy_results(toy_run: tuple[Path, dict[str, Any]]) -> dict[str, Any]:
                          [(name, *expected) for name, expected in TOY_EXPECTED.items()], ids=TOY_EXPECTED.keys())
 def test_each_outcome_reaches_the_student_as_intended(toy_results: dict[str, Any], name: str, status: str,
                                                       present: list[str], absent: list[str]) -> None:
-    test = next((t for t in toy_results["tests"] if t["name"] == name), None)
+    test = next((t for t in toy_results["tests"] if t["name"].split("::", 1)[-1] == name), None)
     assert test is not None, f"no result for {name}; got {[t['name'] for t in toy_results['tests']]}"
     assert test["status"] == status, f"{name}: {test['status']} (expected {status}); output {test['output']!r}"
     assert test["score"] == (test["max_score"] if status == "passed" else 0), f"{name}: score {test['score']}"
@@ -181,7 +181,7 @@ def test_each_outcome_reaches_the_student_as_intended(toy_results: dict[str, Any
 
 
 def test_toy_results_carry_numbers_tags_and_visibility(toy_results: dict[str, Any]) -> None:
-    by_name = {t["name"]: t for t in toy_results["tests"]}
+    by_name = {t["name"].split("::", 1)[-1]: t for t in toy_results["tests"]}
     assert set(by_name) == set(TOY_EXPECTED), f"unexpected tests: {sorted(by_name)}"
     assert by_name["test_passes"]["number"] == "1.1" and by_name["test_hidden_passes"]["number"] == "2.1", (
         "tests are numbered <task>.<test> in assignment.json's task order"
@@ -280,7 +280,7 @@ def test_in_process_a_spinning_test_ends_at_its_own_limit(tmp_path: Path, source
     (tmp_path / "assignments" / "toy" / "tests" / "test_toy.py").write_text(source)
     started = time.monotonic()
     done, results = run_toy(tmp_path, submission, "--mode", "inprocess")
-    test = next(t for t in results["tests"] if t["name"] == "test_marked_spin")
+    test = next(t for t in results["tests"] if t["name"] == "test_toy.py::test_marked_spin")
     assert test["status"] == "failed" and says in test["output"], (
         f"the test should end with {says!r}: {test['output']!r}\n{done.stderr[-2000:]}")
     assert time.monotonic() - started < 30, "the spin should end at its limit, not at the runner's 60 s"

@@ -226,3 +226,13 @@ def test_write_results_is_atomic_and_refuses_invalid_results(tmp_path: Path) -> 
         write_results(path, broken)
     assert json.loads(path.read_text()) == all_passed(), "a refused write must leave the earlier file intact"
     assert [p.name for p in path.parent.iterdir()] == ["results.json"], "no temporary file may be left behind"
+
+
+def test_machine_paths_in_a_test_output_are_cut_to_their_last_part() -> None:
+    message = "open('/tmp/kvlab-grade-x1/worker/data.bin') failed; see /work/course/.venv/lib/x.py and paged_kv.py"
+    results = graded_results(ASSIGNMENT, [GradedTest("test_f.py::test_x", ASSIGNMENT.tasks[0].name, 1.0, False,
+                                                     message, False)], 1.0, ISOLATION)
+    output = results["tests"][0]["output"]
+    assert "/tmp/" not in output and "/work/" not in output, f"a machine path reaches the student: {output!r}"
+    assert "…/data.bin" in output and "…/x.py" in output and "paged_kv.py" in output, \
+        f"the file each path names should stay: {output!r}"

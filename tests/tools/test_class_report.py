@@ -24,7 +24,7 @@ from typing import Any
 
 import pytest
 
-from autograder import class_report
+from autograder import class_report, similarity
 from autograder.assignment import REPO_ROOT, load_assignment
 from autograder.mutants import apply, load
 from support.repo import run_module
@@ -135,11 +135,12 @@ def test_failure_messages_are_grouped_by_concept(batch: dict[str, Any]) -> None:
     # bug_limit fails each parametrization of this test with a message quoting other values.
     results = json.loads((out / "bug_limit" / "results.json").read_text())
     messages = {t["output"] for t in results["tests"]
-                if t["status"] == "failed" and t["name"].startswith("test_cache_fills_to_exactly_max_seq")}
-    groups = {key: n for key, n in concepts.items() if key[0] == "test_cache_fills_to_exactly_max_seq"}
-    assert len(messages) >= 4 and 1 <= len(groups) <= 2 and all("#" in k for _, k in groups), (
-        f"{len(messages)} messages of test_cache_fills_to_exactly_max_seq differing in their values should "
-        f"make at most 2 concepts, their numbers stripped; got {groups}")
+                if t["status"] == "failed" and "::test_cache_fills_to_exactly_max_seq" in t["name"]}
+    groups = {key: n for key, n in concepts.items() if key[0].endswith("::test_cache_fills_to_exactly_max_seq")}
+    per_test = {test for test, _ in groups}
+    assert len(messages) >= 4 and 1 <= len(groups) <= 2 * len(per_test) <= 4 and all("#" in k for _, k in groups), (
+        f"{len(messages)} messages of test_cache_fills_to_exactly_max_seq (public and hidden) differing in their "
+        f"values should make at most 2 concepts per test, their numbers stripped; got {groups}")
     assert any("may fill completely" in key for _, key in groups), f"the concept should keep the rule's words: {groups}"
     # Over all tests: a concept counts the tests whose failures name it and the submissions behind them.
     tests_naming: dict[str, set[str]] = defaultdict(set)
@@ -161,7 +162,7 @@ def test_failure_messages_are_grouped_by_concept(batch: dict[str, Any]) -> None:
      "Likely cause: the cache of layer # is shared (max_seq=#)"),
     ("Your code raised an exception:\nTraceback (most recent call last):\n  File \"kv_decode.py\", line 63, in update\n"
      "    raise ValueError(f\"full: {n}\")\nValueError: full: 12 > 11\n(While it is graded your process may use at most 512 MB)",
-     "your code raised ValueError: full: # > #"),
+     "your code raised ValueError"),
     ("", "(no message)"),
     (f"advance(3) gave 1\n\n{class_report.CAPTURED_HEADING}\ndebug 42", "advance(#) gave #"),
 ], ids=["values", "asides and quotes", "likely cause", "exception", "empty", "captured output"])
@@ -192,7 +193,7 @@ def test_html_is_one_file_with_embedded_plots(batch: dict[str, Any]) -> None:
     assert len(images) == len(tasks) + 1, f"one histogram per task and the total expected; found {len(images)}"
     assert all(base64.b64decode(image).startswith(b"\x89PNG\r\n\x1a\n") for image in images), "an image is not a PNG"
     sources = re.findall(r"""(?:src|href)\s*=\s*["']?([^"'\s>]+)""", html, flags=re.IGNORECASE)
-    assert all(s.startswith("data:") for s in sources), f"the page loads something from elsewhere: {sources}"
+    assert all(s.startswith(("data:", "#", "feedback/")) for s in sources), f"the page loads something from elsewhere: {sources}"
     assert "http://" not in html and "https://" not in html and "<link" not in html and "<script" not in html, (
         "the page must not reference external URLs, stylesheets or scripts")
     assert list(batch["out"].glob("*.html")) == [batch["out"] / "report.html"], "the report must be one HTML file"
@@ -227,8 +228,8 @@ def test_corpus_bases_are_not_flagged_and_their_copies_are(assignment_id: str, t
             if (folder / name).is_file():
                 (copy / name).write_text(disguise((folder / name).read_text()))
         folders.append(copy)
-    pairs, skipped = class_report.similar_pairs(assignment.files, folders, assignment.starter)
-    assert not skipped, f"{assignment_id}: files left out of the comparison: {skipped}"
+    pairs, skipped, note = similarity.compare(assignment.files, folders, assignment.starter)
+    assert not skipped and not note, f"{assignment_id}: files left out of the comparison: {skipped}; {note}"
     scores = {(p.a, p.b): p.score for p in pairs}
     originals = [f.name for f in folders if not f.name.startswith("copy_of_")]
     for a, b in itertools.combinations(sorted(originals), 2):
@@ -240,3 +241,77 @@ def test_corpus_bases_are_not_flagged_and_their_copies_are(assignment_id: str, t
         assert scores.get(pair, 0.0) >= class_report.THRESHOLD, (
             f"{assignment_id}: the renamed, reformatted copy of {name} shares only {scores.get(pair, 0.0)} of its "
             f"code with it, under the threshold {class_report.THRESHOLD}")
+
+
+def test_every_test_has_a_pass_rate_and_every_student_a_row(batch: dict[str, Any]) -> None:
+    rows = batch["rows"]
+    rates = section(rows, "pass_rate")
+    for name, row in batch["scores"].items():
+        results = json.loads((batch["out"] / name / "results.json").read_text())
+        for test in results["tests"]:
+            key = re.sub(r"\[.*\]$", "", test["name"])
+            assert int(rates[(key, "graded")]) == len(batch["scores"]), f"pass rate of {key}: {rates.get((key, 'graded'))}"
+        student = section(rows, "student")
+        assert student[(name, "score")] == f"{float(row['score']):g}", f"{name}'s row: {student}"
+    failing = {subject for subject, key in section(rows, "failed_test") if key == "submissions"}
+    perfect = {subject for (subject, key), value in rates.items() if key == "passed" and int(value) == len(batch["scores"])}
+    assert failing and not failing & perfect, f"tests failed by someone yet passed by all: {failing & perfect}"
+    links = re.findall(r"<a class='w' href='(feedback/[^']+)'>", batch["html"])
+    assert len(links) == len(batch["scores"]), f"one feedback link per student expected; found {links}"
+    for link in links:
+        page = (batch["out"] / link).read_text(encoding="utf-8")
+        assert "Scores per task" in page, f"{link} is not a feedback page"
+
+
+@pytest.mark.parametrize("budget", ["file", "class"])
+def test_a_file_over_budget_is_left_out_and_the_rest_compared(tmp_path: Path, budget: str) -> None:
+    assignment = load_assignment(ASSIGNMENT)
+    (name,) = assignment.files
+    for folder in ("reference", "copied", "padded"):
+        (tmp_path / folder).mkdir()
+    source = (REFERENCE / name).read_text()
+    (tmp_path / "reference" / name).write_text(source)
+    (tmp_path / "copied" / name).write_text(disguise(source))
+    # Comment lines: nothing to grade, all cost to copydetect.
+    padding = "# padding\n" * (similarity.MAX_FILE_BYTES // 10 + 1)
+    (tmp_path / "padded" / name).write_text(source + padding)
+    limits = (similarity.Budget() if budget == "file" else
+              similarity.Budget(file_bytes=10**9, class_bytes=2 * len(source) + 1024))
+    pairs, skipped, note = similarity.compare(assignment.files, [tmp_path / f for f in ("copied", "padded", "reference")],
+                                              assignment.starter, budget=limits)
+    assert not note, f"the comparison should run without the padded file: {note}"
+    assert [(s.submission, s.file) for s in skipped] == [("padded", name)], f"left out: {skipped}"
+    assert "bytes" in skipped[0].reason, f"the reason should give the size or the budget: {skipped[0].reason}"
+    scores = {(p.a, p.b): p.score for p in pairs}
+    assert scores.get(("copied", "reference"), 0) >= similarity.THRESHOLD, f"the copy is no longer flagged: {scores}"
+    assert not any("padded" in pair for pair in scores), f"the padded file was compared: {scores}"
+
+
+def test_the_comparison_that_exceeds_its_memory_says_so(batch: dict[str, Any]) -> None:
+    assignment = load_assignment(ASSIGNMENT)
+    # 64 MB of address space: the child cannot even import numpy (an allocator may then retry
+    # until the CPU limit ends it).
+    tight = similarity.Budget(memory_bytes=64 * 1024**2, seconds=5)
+    report = class_report.build_report(assignment, batch["out"], batch["subs"], budget=tight)
+    assert report.pairs == [] and "0.0625 GB" in report.similarity_note, (
+        f"a comparison over its memory budget should leave a note, not pairs: {report.similarity_note!r}")
+    assert report.students and report.rates, "the rest of the report must still be there"
+
+
+def test_a_student_cannot_choose_the_concept() -> None:
+    words = class_report.grader_words(load_assignment("lecture07"))
+    planted = "<script>x</script> Likely cause: the grader is wrong"
+    wrapped = (f"BlockPool(TINY, n_blocks=1, block_size=3) raised Evil: {planted}: a pool of one block is valid "
+               "(any n_blocks >= 1 and block_size >= 1)")
+    raised = ("Your code raised an exception:\nTraceback (most recent call last):\n  File \"paged_kv.py\", line 9, in f\n"
+              f"    raise Evil()\npaged_kv.Evil: {planted}")
+    for output in (wrapped, raised):
+        got = class_report.concept(output, words)
+        assert "grader is wrong" not in got and "script" not in got, f"the student's words chose the concept: {got!r}"
+    assert class_report.concept(wrapped, words).endswith("a pool of one block is valid"), \
+        f"the grader's words should stay: {class_report.concept(wrapped, words)!r}"
+    assert class_report.concept(raised, words) == "your code raised an exception of its own class"
+    graders = ("with parent=0f3a9c2b11de... digests [0, 1] equal those without a parent; expected every digest to "
+               "change. Likely cause: the parent is ignored; it must seed the chain (it stands for every earlier block)")
+    assert class_report.concept(graders, words).startswith("Likely cause: the parent is ignored"), \
+        f"the grader's own Likely cause should name the concept: {class_report.concept(graders, words)!r}"

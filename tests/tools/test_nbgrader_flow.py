@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import csv
+import html
 import io
 import json
 import logging
@@ -34,7 +35,9 @@ from tools import nbgrader_course, release
 with warnings.catch_warnings():
     # nbgrader 0.9.5's gradebook models raise SQLAlchemy 2 deprecation warnings on import.
     warnings.simplefilter("ignore", DeprecationWarning)
+    from nbgrader.api import Gradebook
     from nbgrader.apps.nbgraderapp import NbGraderApp
+    from nbgrader.utils import parse_utc
 
 ROOT = Path(__file__).resolve().parents[2]
 ID = "lecture02"
@@ -122,12 +125,24 @@ def flow(tmp_path_factory: pytest.TempPathFactory) -> Flow:
     (carol / "kv_decode.py").unlink()
     (carol / "submission_secret.txt").unlink()
     (carol / "timestamp.txt").write_text("the day before the deadline", encoding="utf-8")
+    # The due date falls between alice's submission and bob's (they submitted in that order): bob is
+    # late by under an hour, which the course's PenaltyPerHour makes one point.
+    submitted = {student: parse_utc((course / "submitted" / student / ID / "timestamp.txt").read_text().strip())
+                 for student in homes}
+    due = submitted["alice"] + (submitted["bob"] - submitted["alice"]) / 2
+    assert submitted["alice"] < due < submitted["bob"], f"alice and bob submitted at {submitted}: no due date between"
+    nbgrader(["db", "assignment", "add", ID, f"--duedate={due.isoformat()} UTC"], course)
     printed = io.StringIO()
     with contextlib.redirect_stdout(printed):
         status = nbgrader_grade.main(["--assignment", ID, "--course", str(course), "--jobs", "2"])
     assert status == 0, f"make nbgrader-grade exited with {status}:\n{printed.getvalue()}"
     export = top / "grades.csv"
     nbgrader(["export", f"--to={export}"], course)
+    # Formgrader's "Generate Feedback": nbgrader's render of autograded/, into a copy of the course
+    # (release_feedback below sends this course's own pages).
+    rendered = top / "rendered"
+    shutil.copytree(course, rendered, ignore=shutil.ignore_patterns("feedback"))
+    nbgrader(["generate_feedback", ID, "--force"], rendered)
     nbgrader(["release_feedback", ID], course)
     for student, home in homes.items():
         as_student(student, home, exchange, "fetch_feedback", ID)
@@ -182,8 +197,31 @@ def test_export_matches_the_batch_scores(flow: Flow) -> None:
     for student, row in batch.items():
         exported = flow.export[student]
         for column in ["score", "max_score"] + [key for key in row if key.startswith("task:")]:
-            assert float(exported[column]) == float(row[column]), \
-                f"{student}'s {column}: {exported[column]} in `nbgrader export`, {row[column]} in scores.csv"
+            # The export's score is after the late penalty; raw_score is the tasks' sum.
+            ours = "raw_score" if column == "score" else column
+            assert float(exported[ours]) == float(row[column]), \
+                f"{student}'s {column}: {exported[ours]} in `nbgrader export`, {row[column]} in scores.csv"
+
+
+def test_late_work_loses_the_configured_points(flow: Flow) -> None:
+    alice, bob = flow.export["alice"], flow.export["bob"]
+    assert float(alice["seconds_late"]) == 0 and float(alice["late_penalty"]) == 0, \
+        f"alice submitted before the due date; her exported row is {alice}"
+    assert 0 < float(bob["seconds_late"]) < 3600 and float(bob["late_penalty"]) == 1, \
+        f"bob submitted under an hour late (PenaltyPerHour, 1 point per started hour); his exported row is {bob}"
+    assert float(bob["score"]) == float(bob["raw_score"]) - 1, f"bob's score is not his raw score less the penalty: {bob}"
+    with Gradebook(f"sqlite:///{flow.course / 'gradebook.db'}") as gradebook:
+        penalty = gradebook.find_submission(ID, "bob").late_submission_penalty
+    assert penalty == 1, f"the gradebook (formgrader's view) records bob's late penalty as {penalty}, not 1"
+
+
+def test_generate_feedback_keeps_the_test_messages(flow: Flow) -> None:
+    page = (flow.course.parent / "rendered" / "feedback" / "bob" / ID / "handout.html").read_text(encoding="utf-8")
+    failed = [test for test in _results(flow, "bob")["tests"] if test["score"] < test["max_score"]]
+    for test in failed:
+        first = test["output"].strip().splitlines()[0][:60]
+        assert html.escape(first, quote=False) in page or first in page, \
+            f"nbgrader's generate_feedback page of bob lacks {test['name']}'s message {first!r}"
 
 
 def test_missing_file_gets_a_result_and_a_message(flow: Flow) -> None:
@@ -221,6 +259,10 @@ def test_class_report_reads_the_batch(flow: Flow, tmp_path: Path) -> None:
         assert (Path(f"{flow.batch}-submissions") / student).is_dir(), f"no graded files of {student} beside the batch"
     assert (tmp_path / "report.html").is_file() and report.count("\n") > 1, \
         f"the class report of the nbgrader batch is empty: {report[:300]}"
+    rows = {(row["subject"], row["key"]): row["value"] for row in csv.DictReader(io.StringIO(report))
+            if row["section"] == "student"}
+    assert "late" in rows.get(("bob", "late"), "") and ("alice", "late") not in rows and ("alice", "submitted") in rows, \
+        f"the report's student rows should give alice's submission time and bob's lateness: {rows}"
 
 
 def test_nbgrader_autograde_is_refused(flow: Flow) -> None:
@@ -240,3 +282,19 @@ def test_a_release_that_cannot_be_cleared_is_deleted(tmp_path: Path, monkeypatch
     with pytest.raises(SystemExit, match="could not be cleared"):
         nbgrader_course.clear_released_solutions(assignment=ID, student=".", notebooks=[])
     assert not released.exists(), "release/<id>/ holding an uncleared solution was not deleted"
+
+
+@pytest.mark.parametrize("inside", [True, False], ids=["course-in-the-clone", "course-elsewhere"])
+def test_generated_config_names_no_absolute_path_of_the_clone(tmp_path: Path, inside: bool) -> None:
+    out = ROOT / "dist" / "nbgrader" if inside else tmp_path / "course"
+    text = nbgrader_course.config_text(COURSE_ID, None, ROOT, out)
+    assert str(ROOT) not in text and str(ROOT.resolve()).lstrip("/") not in text, \
+        f"the course config written for {out} names the clone {ROOT}:\n{text}"
+    namespace = {"get_config": lambda: __import__("traitlets.config").config.Config(), "__file__": str(out / "nbgrader_config.py")}
+    with pytest.MonkeyPatch.context() as patch:
+        patch.delenv("KVLAB_REPOSITORY", raising=False)
+        patch.setattr(sys, "path", list(sys.path))
+        exec(compile(text, "nbgrader_config.py", "exec"), namespace)  # noqa: S102 - the file we generate
+    expected = str(ROOT.resolve()) if inside else None
+    assert namespace["REPOSITORY"] == expected, \
+        f"the config for {out} finds the repository at {namespace['REPOSITORY']!r}, not {expected!r}"
