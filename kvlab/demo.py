@@ -42,15 +42,11 @@ a file is missing or does not import (the message names what was expected and wh
 """
 from __future__ import annotations
 
-import os
-
-# The demos' matrices are small: one BLAS thread runs them faster than several and keeps wall times
-# steady on a shared machine. Set before numpy loads (so import kvlab.demo first); an explicit
-# setting wins.
-for _variable in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
-    os.environ.setdefault(_variable, "1")
+# First, before numpy loads (so import kvlab.demo first): one BLAS thread, as the server runs.
+import kvlab.blas  # noqa: F401
 
 import argparse  # noqa: E402
+import os  # noqa: E402
 import importlib.util  # noqa: E402
 import re  # noqa: E402
 import sys  # noqa: E402

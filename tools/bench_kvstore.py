@@ -1,6 +1,6 @@
 """The KV-store benchmark (kvlab.kvstore_bench) on the reference connector, solutions/module06/kv_connector.py.
 
-    python -m tools.bench_kvstore [--write-docs] [--backend system|embedded] [kvlab.kvstore_bench's other options]
+    python -m tools.bench_kvstore [--write-docs] [kvlab.kvstore_bench's other options]
 
 --write-docs also writes the figures into their section of docs/performance.md (`tools.bench.publish`).
 Students run the same benchmark on their own connector from their folder: `make bench-kvstore`, or

