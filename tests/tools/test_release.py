@@ -4,6 +4,7 @@ with the solution."""
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import re
 import shutil
@@ -11,6 +12,7 @@ import subprocess
 import sys
 import zipfile
 from pathlib import Path
+from types import SimpleNamespace
 from typing import NamedTuple
 
 import pytest
@@ -60,7 +62,7 @@ def test_bundle_holds_exactly_the_expected_files(bundle: Bundle) -> None:
         | public_tests
         | ({"demo.py"} if (source / "demo.py").is_file() else set())
         | set(assignment.data)
-        | {"README.md", "Makefile", "requirements.txt", "pytest.ini"}
+        | {"README.md", "Makefile", "requirements.txt", "pytest.ini", "assignment.json"}
     )
     found = _files(bundle.folder)
     assert found == expected, f"unexpected files: {sorted(found - expected)}; missing: {sorted(expected - found)}"
@@ -70,6 +72,19 @@ def test_bundle_holds_exactly_the_expected_files(bundle: Bundle) -> None:
     assert zipped == on_disk, (f"{bundle.archive.name} should hold the folder's files under {bundle.assignment_id}/: "
                                f"only in the zip {sorted(zipped.keys() - on_disk.keys())}, only in the folder "
                                f"{sorted(on_disk.keys() - zipped.keys())}, or some contents differ")
+
+
+def test_make_test_finds_the_points_of_each_task(bundle: Bundle) -> None:
+    """`make test`'s closing table says what each task is worth: kvlab.testing reads the points from
+    the assignment.json beside the bundle's tests/ (the tasks only, none of the grader's settings)."""
+    from kvlab.testing import _assignment_points
+
+    tests = sorted((bundle.folder / "tests").glob("test_*.py"))
+    found = _assignment_points([SimpleNamespace(path=path) for path in tests])
+    want = {task.name: task.points for task in _assignment(bundle.assignment_id).tasks}
+    assert found == want, f"the bundle's make test would name the points {found}; assignment.json has {want}"
+    shipped = json.loads((bundle.folder / "assignment.json").read_text(encoding="utf-8"))
+    assert set(shipped) == {"id", "title", "tasks"}, f"the bundle's assignment.json holds more than the tasks: {shipped}"
 
 
 def test_bundle_holds_no_solution_line(bundle: Bundle) -> None:
