@@ -27,7 +27,9 @@ server-sent events, one `data: {json}` chunk per token, ending with `data: [DONE
 `kvlab:kv_store_bytes_loaded_total`, `kvlab:kv_store_bytes_stored_total`,
 `kvlab:kv_store_chunks_stored_total`, and `kvlab:kv_store_loaded_tokens_total`, the prompt positions
 filled from the store). Work is counted when it is done: a streamed request closed after its first
-token (as the lab's benchmark does) has its prefill counted all the same. `usage` reports
+token (as the lab's benchmark does) has its prefill counted all the same. Such a request never
+finishes: it counts in `kvlab:request_aborted_total`, not in `vllm:request_success_total` (which
+counts the requests that ran to a stop token or max_tokens, as vLLM's does). `usage` reports
 `prompt_tokens_details.cached_tokens` as vLLM does: the prompt tokens not computed, whether the
 engine's prefix cache held them or the KV connector loaded them from the store.
 
@@ -134,7 +136,7 @@ class EngineThread:
         self.streams: dict[str, Stream] = {}
         self.wake = threading.Event()
         self.stopping = False
-        self.prompt_tokens = self.generation_tokens = self.finished = 0
+        self.prompt_tokens = self.generation_tokens = self.finished = self.aborted = 0
         self.thread = threading.Thread(target=self._run, name="engine", daemon=True)
         self.thread.start()
 
@@ -174,6 +176,8 @@ class EngineThread:
                     self._send(request_id, ApiError(400, str(error)))
                     del self.streams[request_id]
             else:
+                # A request still in the engine when its client went away is aborted, not finished.
+                self.aborted += command[1] in self.engine.requests
                 self.engine.abort(command[1])
                 self.streams.pop(command[1], None)
 
@@ -277,7 +281,12 @@ class Server:
             ("vllm:prompt_tokens_total", "counter", "Prompt tokens received.", runner.prompt_tokens),
             ("vllm:generation_tokens_total", "counter", "Tokens generated.", runner.generation_tokens),
             ("vllm:num_preemptions_total", "counter", "Requests preempted (recomputed later).", engine.preemptions),
-            ("vllm:request_success_total", "counter", "Requests finished.", runner.finished),
+            ("vllm:request_success_total", "counter",
+             "Requests finished (a stop token or max_tokens); not those whose client closed the stream first.",
+             runner.finished),
+            ("kvlab:request_aborted_total", "counter",
+             "Requests dropped unfinished because their client went away (a stream closed after its first token).",
+             runner.aborted),
             ("vllm:num_requests_running", "gauge", "Requests holding KV blocks.", len(engine.running)),
             ("vllm:num_requests_waiting", "gauge", "Requests waiting for KV blocks.", len(engine.waiting)),
             ("vllm:kv_cache_usage_perc", "gauge", "Fraction of KV blocks in use.",

@@ -182,6 +182,9 @@ def test_a_stream_closed_after_its_first_token_counts_its_prefill(server: Runnin
     assert computed == len(prompt) - hits and computed > 0, (
         f"a {len(prompt)}-token prompt ({hits:.0f} cached) was prefilled, then its stream closed after the first "
         f"token: kvlab:prefill_positions_total should grow by {len(prompt) - hits:.0f}; it grew by {computed:.0f}")
+    grew = {name: after[name] - before[name] for name in ("vllm:request_success_total", "kvlab:request_aborted_total")}
+    assert grew == {"vllm:request_success_total": 0, "kvlab:request_aborted_total": 1}, (
+        f"a stream closed before its last token is an aborted request, not a finished one; /metrics grew by {grew}")
 
 
 ERRORS = [
