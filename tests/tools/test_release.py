@@ -87,6 +87,21 @@ def test_make_test_finds_the_points_of_each_task(bundle: Bundle) -> None:
     assert set(shipped) == {"id", "title", "tasks"}, f"the bundle's assignment.json holds more than the tasks: {shipped}"
 
 
+def test_bundle_demo_run_from_another_folder_names_the_folder_it_searched(bundle: Bundle, tmp_path: Path) -> None:
+    """A bundle has no solutions/: its demo.py run from a folder without the student's files must say
+    where it looked and how to point it at the files, not only that it found nothing."""
+    if not (bundle.folder / "demo.py").is_file():
+        pytest.skip(f"{bundle.assignment_id} has no demo")
+    env = {key: value for key, value in os.environ.items() if key != "KVLAB_SUBMISSION"}
+    run = subprocess.run([sys.executable, str(bundle.folder / "demo.py")], cwd=tmp_path, env=env,
+                         capture_output=True, text=True, timeout=120)
+    searched = bundle.folder / "solutions" / bundle.assignment_id
+    assert run.returncode == 2 and f"in {searched}" in run.stderr and str(tmp_path) in run.stderr, (
+        f"the demo should exit 2 naming the folder it searched ({searched}) and the current one ({tmp_path}); "
+        f"exit {run.returncode}:\n{run.stderr[-2000:]}")
+    assert "--submission" in run.stderr and "Traceback" not in run.stderr, f"unclear error:\n{run.stderr[-2000:]}"
+
+
 def test_bundle_holds_no_solution_line(bundle: Bundle) -> None:
     lines = set()
     for solution in (ROOT / "solutions" / bundle.assignment_id).glob("*.py"):
