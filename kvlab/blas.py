@@ -23,11 +23,10 @@ for _name in VARIABLES:
 
 
 def describe() -> str:
-    """'BLAS threads 1', with where a different setting came from: 'BLAS threads 4 (OPENBLAS_NUM_THREADS
-    from the environment)', or 'BLAS threads: numpy's default (numpy loaded before kvlab.blas)'."""
+    """'BLAS threads 1' (this module's choice, or the same given by a parent process such as a demo), or
+    where another count came from: 'BLAS threads 4 (OPENBLAS_NUM_THREADS from the environment)', or
+    'BLAS threads: numpy's default (numpy loaded before kvlab.blas)'."""
     if TOO_LATE:
         return "BLAS threads: numpy's default (numpy loaded before kvlab.blas)"
-    if not GIVEN:
-        return "BLAS threads 1"
-    name, value = next(iter(GIVEN.items()))
-    return f"BLAS threads {value} ({name} from the environment)"
+    name, value = next(iter(GIVEN.items()), ("", "1"))
+    return "BLAS threads 1" if value == "1" else f"BLAS threads {value} ({name} from the environment)"
