@@ -4,7 +4,7 @@ numpy loads; `describe()` says which thread count numpy got, for a start-up line
 
 The course's matrices are small: one BLAS thread runs them faster than several, and on a shared or
 loaded machine several threads mostly wait for each other (the server on a loaded 2-core machine ran
-a cached request about 20 times slower with OpenBLAS's default of one thread per core). A thread
+a cached request up to about ten times slower with OpenBLAS's default of one thread per core). A thread
 count set in the environment (OPENBLAS_NUM_THREADS, OMP_NUM_THREADS, MKL_NUM_THREADS) wins.
 """
 from __future__ import annotations
