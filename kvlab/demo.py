@@ -1,4 +1,4 @@
-"""The runner of the lecture demos (`assignments/<id>/demo.py`, run by `make demo A=<id> [SUB=DIR]`).
+"""The runner of the lecture demos (`demo.py`: `make demo` in a student's folder runs it on their files).
 
 A demo is its tables: functions that take the student's files and print. `run` does the rest: it
 parses the command line (`--submission DIR`, plus any option the demo adds), imports the student's
@@ -37,20 +37,17 @@ student needs to fix it. A whole demo, as `assignments/<id>/demo.py`:
         sys.exit(run(__file__, __doc__, modules=["kv_memory"], tables=[table_sizes]))
 
 The submission folder is the first of: --submission, $KVLAB_SUBMISSION, the current directory if it
-holds the last of `modules`, else `solutions/<id>/` of the repository holding the demo. Exit 2 when
-a file is missing or does not import (the message names what was expected and what was found).
+holds the last of `modules`, else `solutions/<id>/` beside kvlab/ (in the course repository, the
+reference solution). Exit 2 when a file is missing or does not import: the message names the folder
+searched, what was expected there and what was found.
 """
 from __future__ import annotations
 
-import os
-
-# The demos' matrices are small: one BLAS thread runs them faster than several and keeps wall times
-# steady on a shared machine. Set before numpy loads (so import kvlab.demo first); an explicit
-# setting wins.
-for _variable in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
-    os.environ.setdefault(_variable, "1")
+# First, before numpy loads (so import kvlab.demo first): one BLAS thread, as the server runs.
+import kvlab.blas  # noqa: F401
 
 import argparse  # noqa: E402
+import os  # noqa: E402
 import importlib.util  # noqa: E402
 import re  # noqa: E402
 import sys  # noqa: E402
@@ -242,7 +239,11 @@ def run(demo_file: str | Path, doc: str | None, *, modules: Sequence[str],
     try:
         loaded = {name: load_module(directory, name) for name in modules}
     except SubmissionError as error:
-        print(f"error: {error}", file=sys.stderr)
+        print(f"error: in {directory.resolve()}: {error}", file=sys.stderr)
+        if directory == fallback:
+            print(f"(no --submission DIR, no $KVLAB_SUBMISSION, and the current folder {Path.cwd()} holds no "
+                  f"{modules[-1]}.py: run the demo in the folder that holds your files, or name it with --submission)",
+                  file=sys.stderr)
         return 2
     student = Student(directory.resolve(), loaded, args)
     print(f"{summary.splitlines()[0]}\nYour files: {student.directory}\n")

@@ -11,7 +11,7 @@
 - `model_fingerprint(cfg, dtype)`: the string that prefixes every key, so that KV of one model, dtype
   or KV layout is never loaded into another.
 
-A Redis server to point `open_store` at is `kvlab.redis_server`'s.
+A real Redis server to point `open_store` at is `kvlab.redis_server`'s.
 
 Byte accounting of MemoryStore: a key costs len(key) + len(value) bytes. Real Redis adds its own
 per-key overhead (tens of bytes) and rounds allocations, so with the same bound it keeps slightly

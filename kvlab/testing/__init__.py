@@ -174,7 +174,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 def _assignment_points(items: Sequence[pytest.Item]) -> dict[str, float]:
     """Task -> points from the assignment.json beside the tests' folder, {} when there is none.
 
-    In the repository it sits at assignments/<id>/assignment.json, beside tests/. Read as plain JSON
+    In the repository it sits at assignments/<id>/assignment.json, beside tests/; in a student bundle,
+    at the bundle's root, beside tests/ too (tools.release writes the tasks there). Read as plain JSON
     (only the tasks' names and points): kvlab ships to students without the grader's loader.
     """
     folders = {Path(item.path).resolve().parent for item in items}

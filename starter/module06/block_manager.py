@@ -54,7 +54,8 @@ class FreeBlockQueue:
     """The free blocks in eviction order, as a doubly linked list (vLLM's FreeKVCacheBlockQueue).
 
     `FreeBlockQueue(blocks)` holds `blocks` in the given order, the first at the head (an empty
-    sequence gives an empty queue: `block_ids()` is [] and `num_free_blocks` 0).
+    sequence gives an empty queue: `block_ids()` is [] and `num_free_blocks` 0). A block given twice
+    is a ValueError, as `append` of a block already in the queue is.
     `num_free_blocks` (an int attribute) is always the number of blocks in the queue.
     `popleft()`, `remove(block)` and `append(block)` each cost O(1), whatever the queue's length.
     """
@@ -97,6 +98,8 @@ def block_hashes(tokens: Any, block_size: int, parent: str | None = None) -> lis
     integers (floats, or a 2-D array, even of integers); an empty sequence gives []. Negative
     integers are integers: block_hashes hashes them like any other value (as int64) and never
     refuses them (`allocate` and `append_tokens` refuse token ids < 0 before hashing anything).
+    block_size is an int >= 1 and parent None or a digest block_hashes returned: the tests pass no
+    other, so what block_hashes does with another (block_size 0 or -1, parent b"..." or 7) is yours.
     """
     # YOUR CODE HERE
     raise NotImplementedError("block_hashes (task prefix_hits)")
@@ -170,7 +173,7 @@ class BlockManager:
         """Add `tokens` (decoded ones, whose KV the engine computes next) to a running request.
 
         Returns the ids of the blocks newly allocated for them, in position order ([] when the
-        request's last block has room), or None, changing nothing, when more blocks are needed than
+        request's last block has room, and for tokens == []: no token, no change), or None, changing nothing, when more blocks are needed than
         are free. New blocks come from the free queue's head as in `allocate` (lazy eviction). With
         caching on, every block that these tokens make full is hashed, chained on the request's
         previous full block, and enters the prefix cache unless its hash is already there.

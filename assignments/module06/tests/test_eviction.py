@@ -56,6 +56,10 @@ def test_reverse_free_and_lazy_eviction(student: Any) -> None:
 def test_append_tokens(student: Any) -> None:
     manager = student.block_manager.BlockManager(3, 4)
     manager.allocate("a", [1, 2, 3])
+    nothing = manager.append_tokens("a", [])
+    assert list(nothing) == [] and list(manager.block_ids("a")) == [0] and manager.block_hash(0) is None, (
+        f"append_tokens('a', []) returned {nothing!r} and left a with blocks {manager.block_ids('a')}, block 0 hashed "
+        f"{manager.block_hash(0) is not None}; expected [] and nothing changed (no token, no block, no hash)")
     assert list(manager.append_tokens("a", [4])) == [], "the 4th token fits in block 0: no new block"
     assert manager.block_hash(0) is not None, "a block that append_tokens makes full is hashed"
     assert list(manager.append_tokens("a", [5])) == [1], "the 5th token needs a new block: [1]"

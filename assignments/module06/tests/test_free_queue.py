@@ -39,9 +39,12 @@ def test_queue_walk(student: Any) -> None:
 @pytest.mark.task("free_queue", points=1)
 def test_errors(student: Any) -> None:
     queue, blocks = queue_of(student, 1)
+    twice = student.block_manager.KVBlock(5)
     for what, call in (("append of a block already in the queue", lambda: queue.append(blocks[0])),
                        ("popleft() of an empty queue", lambda: (queue.popleft(), queue.popleft())),
-                       ("remove of a block not in the queue", lambda: queue.remove(blocks[0]))):
+                       ("remove of a block not in the queue", lambda: queue.remove(blocks[0])),
+                       ("FreeBlockQueue of one block given twice",
+                        lambda: student.block_manager.FreeBlockQueue([twice, twice]))):
         try:
             result = call()
         except ValueError:

@@ -53,11 +53,12 @@ def test_lazy_eviction_under_pressure(student: Any) -> None:
 def test_decode_blocks_fill_and_become_hits(student: Any) -> None:
     prompt = tokens(20, BS + 2)
     decoded = tokens(21, 2 * BS + 1)
-    ops: list[tuple] = [("allocate", "a", prompt)]
+    ops: list[tuple] = [("allocate", "a", prompt), ("append", "a", [])]
     ops += [("append", "a", [token]) for token in decoded]
     ops += [("allocate", "b", prompt + decoded[:2 * BS] + [5]), ("free", "a"), ("append", "b", [3, 4, 5]),
             ("free", "b"), ("allocate", "c", prompt + decoded + [9])]
-    run_walk(student, 8, ops, "a request decoding 9 tokens one by one, then two requests extending it")
+    run_walk(student, 8, ops, "a request appending no token, then decoding 9 tokens one by one, then two requests "
+             "extending it")
 
 
 @pytest.mark.task("eviction", points=2)

@@ -147,6 +147,10 @@ def test_errors(student: Any) -> None:
     assert ok, (f"append of a block already in the queue (block 0, the only block of a one-block queue: both its "
                 f"links are None) should raise ValueError; {happened}. Likely cause: membership is tested by the "
                 "block's links alone, which a queue's only block does not have")
+    twice = [student.block_manager.KVBlock(i) for i in (7, 8)]
+    ok, happened = raises_value_error(lambda: student.block_manager.FreeBlockQueue([twice[0], twice[1], twice[0]]))
+    assert ok, (f"FreeBlockQueue of blocks 7, 8, 7 (block 7 given twice) should raise ValueError, as append of a block "
+                f"already in the queue does; {happened}")
 
 
 @pytest.mark.task("free_queue", points=3)
