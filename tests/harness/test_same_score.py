@@ -216,10 +216,11 @@ def check_same_score(graded: Graded) -> None:
     for how, other in others:
         assert other[0] == reference[0], (
             f"{graded.entry.label}: scored {reference[0]} {reference_how} and {other[0]} {how}")
+        assert len(other[1]) == len(reference[1]), (
+            f"{graded.entry.label}: {len(reference[1])} tests {reference_how}, {len(other[1])} {how}")
         differ = [(mine, theirs) for mine, theirs in zip(reference[1], other[1]) if mine != theirs]
-        assert len(other[1]) == len(reference[1]) and not differ, (
-            f"{graded.entry.label}: {how}, {len(differ)} tests differ from {reference_how} (test, status, "
-            f"score, message, draws), first: {differ[:1]}")
+        assert not differ, (f"{graded.entry.label}: {how}, {len(differ)} tests differ from {reference_how} "
+                            f"(test, status, score, message, draws), first: {differ[:1]}")
 
 
 def all_draws(results: dict[str, Any]) -> dict[str, list[int]]:
