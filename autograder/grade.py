@@ -146,9 +146,8 @@ def seed_line(results: dict[str, Any]) -> str:
     seed = results["extra_data"].get("seed")
     if seed is None:
         return "The draws' seed is not in results.json."
-    return (f"The hidden tests drew from seed {seed} (from the submitted files and the grading key; in "
-            f"results.json's extra_data, for the staff). The same files give the same draws; "
-            f"`python -m autograder.harness.run ... --seed {seed}` replays them after the key changes.")
+    return (f"The hidden tests drew from seed {seed}: the same files give the same draws (results.json keeps\n"
+            f"it in extra_data; `python -m autograder.harness.run ... --seed {seed}` replays them after the key changes).")
 
 
 def main(argv: list[str] | None = None) -> int:
