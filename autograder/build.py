@@ -5,8 +5,8 @@ Writes `dist/<id>-autograder.zip` (`make autograder A=<id>`). Its root is Grades
 id and the fallback grader-fault result filled in), the pinned `requirements/`, and what grading
 needs: `kvlab/`, `autograder/__init__.py`, the assignment registry that reads assignment.json
 (`REGISTRY_FILES`), `autograder/harness/` (the sandbox included), the course's grading key
-`autograder/grading.key` (which seeds the hidden tests' draws: never in a student bundle), the hidden tests
-`autograder/hidden/<id>/`, `assignments/<id>/assignment.json` with the public tests, and the
+`autograder/grading.key` (it seeds the hidden tests' draws: never in a student bundle), the hidden
+tests `autograder/hidden/<id>/`, `assignments/<id>/assignment.json` with the public tests, and the
 Mooncake traces the assignment's "traces" lists, under `data/mooncake/` (read from
 `kvlab.trace.mooncake_dir()` at build time: they are data, never committed here; run_autograder
 points KVLAB_MOONCAKE_DIR at them). Nothing else: no solutions, no mutants, no repository tests.

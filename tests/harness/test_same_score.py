@@ -75,18 +75,21 @@ def submitted(folder: Path, files: dict[str, bytes]) -> Path:
 
 
 def test_seed_depends_on_every_submitted_byte_and_the_key_only(tmp_path: Path) -> None:
-    assignment = load_assignment("lecture07")
-    key = read_key()
+    assignment, key = load_assignment("lecture07"), read_key()
     files = {name: f"# {name}\nVALUE = 1\n".encode() for name in assignment.files}
     first, last = assignment.files[0], assignment.files[-1]
-    seed = submission_seed(assignment, submitted(tmp_path / "a", files), key)
-    same = submission_seed(assignment, submitted(tmp_path / "b", {**files, "notes.txt": b"not submitted"}), key)
-    assert same == seed, "the same submitted files elsewhere, beside a file the assignment does not list, must give the same seed"
+
+    def seed_of(folder: str, given: dict[str, bytes], with_key: bytes = key) -> int:
+        return submission_seed(assignment, submitted(tmp_path / folder, given), with_key)
+
+    seed = seed_of("a", files)
+    assert seed_of("b", {**files, "notes.txt": b"not submitted"}) == seed, (
+        "the same submitted files elsewhere, beside a file the assignment does not list, must give the same seed")
     variants = {
-        "a byte changed": submission_seed(assignment, submitted(tmp_path / "c", {**files, last: files[last] + b"#"}), key),
-        "a file missing": submission_seed(assignment, submitted(tmp_path / "d", {n: d for n, d in files.items() if n != first}), key),
-        "a file empty": submission_seed(assignment, submitted(tmp_path / "e", {**files, first: b""}), key),
-        "another key": submission_seed(assignment, tmp_path / "a", bytes(KEY_BYTES)),
+        "a byte changed": seed_of("c", {**files, last: files[last] + b"#"}),
+        "a file missing": seed_of("d", {name: data for name, data in files.items() if name != first}),
+        "a file empty": seed_of("e", {**files, first: b""}),
+        "another key": seed_of("f", files, bytes(KEY_BYTES)),
     }
     alike = [what for what, other in variants.items() if other == seed]
     assert not alike, f"the seed must change with {alike}"
@@ -247,7 +250,8 @@ def test_other_files_draw_other_values(everyday: tuple[Graded, JobResults]) -> N
     assert commented["extra_data"]["status"] == "graded", f"the grader failed: {commented['output']}"
     assert graded["extra_data"]["seed"] != commented["extra_data"]["seed"], "a changed file must give another seed"
     mine, theirs = all_draws(graded), all_draws(commented)
-    assert mine and mine.keys() == theirs.keys(), f"both gradings must record the same tests' draws: {sorted(mine)}, {sorted(theirs)}"
+    assert mine and mine.keys() == theirs.keys(), (
+        f"both gradings must record the same tests' draws: {sorted(mine)}, {sorted(theirs)}")
     alike = [name for name in mine if mine[name] == theirs[name]]  # wide ranges here: alike by chance ~ never
     assert mine != theirs and not alike, f"another submission drew the same values in {alike or 'every test'}"
 
