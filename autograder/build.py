@@ -4,8 +4,9 @@ Writes `dist/<id>-autograder.zip` (`make autograder A=<id>`). Its root is Grades
 /autograder/source: `setup.sh` and `run_autograder` (from `autograder/gradescope/`, the assignment
 id and the fallback grader-fault result filled in), the pinned `requirements/`, and what grading
 needs: `kvlab/`, `autograder/__init__.py`, the assignment registry that reads assignment.json
-(`REGISTRY_FILES`), `autograder/harness/` (the sandbox included), the hidden tests
-`autograder/hidden/<id>/`, `assignments/<id>/assignment.json` with the public tests, and the
+(`REGISTRY_FILES`), `autograder/harness/` (the sandbox included), the course's grading key
+`autograder/grading.key` (it seeds the hidden tests' draws: never in a student bundle), the hidden
+tests `autograder/hidden/<id>/`, `assignments/<id>/assignment.json` with the public tests, and the
 Mooncake traces the assignment's "traces" lists, under `data/mooncake/` (read from
 `kvlab.trace.mooncake_dir()` at build time: they are data, never committed here; run_autograder
 points KVLAB_MOONCAKE_DIR at them). Nothing else: no solutions, no mutants, no repository tests.
@@ -29,6 +30,7 @@ from autograder.assignment import (
     REGISTRY_FILES, REPO_ROOT, Assignment, AssignmentError, discover, load_assignment,
 )
 from autograder.harness.results import fault_results
+from autograder.harness.seeds import KEY_FILE
 from autograder.mooncake_traces import missing_line
 from kvlab.trace import mooncake_dir
 
@@ -93,6 +95,7 @@ def package_files(assignment: Assignment, root: Path = REPO_ROOT) -> dict[str, b
         **_file(root, "autograder/__init__.py"),
         **{name: data for registry_file in REGISTRY_FILES for name, data in _file(root, registry_file).items()},
         **files_under(root, "autograder/harness"),
+        **_file(root, KEY_FILE),
         **files_under(assignment.root, hidden),
         **_file(assignment.root, f"assignments/{assignment.id}/assignment.json"),
         **files_under(assignment.root, public),

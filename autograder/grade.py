@@ -134,10 +134,19 @@ def score_tables(results: dict[str, Any]) -> str:
 
 
 def report(results: dict[str, Any], log: str) -> str:
-    """What a person reads after a run: the tables, or the fault and the runner's log."""
+    """What a person reads after a run: the tables and the draws' seed, or the fault and the runner's log."""
     if results["extra_data"]["status"] != "graded":
         return f"{results['output']}\n\nrun_autograder's log (staff only on Gradescope):\n{log}"
-    return score_tables(results)
+    return f"{score_tables(results)}\n\n{seed_line(results)}"
+
+
+def seed_line(results: dict[str, Any]) -> str:
+    """The seed of the hidden tests' draws, and how to replay them."""
+    seed = results["extra_data"].get("seed")
+    if seed is None:
+        return "The draws' seed is not in results.json."
+    return (f"The hidden tests drew from seed {seed}: the same files give the same draws (results.json keeps\n"
+            f"it in extra_data; `python -m autograder.harness.run ... --seed {seed}` replays them after the key changes).")
 
 
 def main(argv: list[str] | None = None) -> int:

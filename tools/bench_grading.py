@@ -81,7 +81,7 @@ def crossing_costs() -> dict[str, float]:
 
 def child(cpu: int, *args: str) -> dict[str, float]:
     """Run this module with `args` in a new interpreter pinned to `cpu`; the JSON it prints."""
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "KVLAB_GRADING_SEED": "1"}
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
     done = subprocess.run(
         [sys.executable, "-m", "tools.bench_grading", *args], cwd=ROOT, env=env, capture_output=True,
         text=True, check=False, preexec_fn=lambda: os.sched_setaffinity(0, {cpu}),

@@ -16,8 +16,9 @@ The bundle is everything a student needs to work offline and nothing they must n
                         the table at the end of `make test` (kvlab.testing reads it beside tests/)
     pytest.ini          tools/student_files/pytest.ini
 
-Never solutions, hidden tests, mutants or the repository's own tests: the bundle is assembled from
-the list above only, and the build fails if any line of a solution region turns up in it.
+Never solutions, hidden tests, mutants, the grading key or the repository's own tests: the bundle is
+assembled from the list above only, and the build fails if any line of a solution region, or the
+grading key (autograder/grading.key, which seeds the hidden tests' draws), turns up in it.
 
     python -m tools.release [ID ...] [--out DIR]     (default: every assignment)
 """
@@ -31,6 +32,7 @@ from pathlib import Path
 
 from autograder.assignment import Assignment, AssignmentError, load_assignment
 from autograder.build import command_line, files_under, zip_bytes
+from autograder.harness.seeds import KEY_FILE
 from tools import make_starter
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -171,7 +173,17 @@ def bundle_contents(assignment_id: str, root: Path = ROOT) -> dict[str, bytes]:
         leaks = [name for name, data in files.items() if line.encode() in data]
         if leaks:
             raise ReleaseError(f"solution line {line!r} appears in {', '.join(leaks)}: the bundle would leak it")
+    leaks = grading_key_leaks(files, root)
+    if leaks:
+        raise ReleaseError(f"the grading key ({KEY_FILE}) appears in {', '.join(leaks)}: the bundle would leak it")
     return files
+
+
+def grading_key_leaks(files: dict[str, bytes], root: Path = ROOT) -> list[str]:
+    """The names of `files` that hold the grading key's text (the hidden tests' draws would then be
+    computable by students before they submit)."""
+    key = (root / KEY_FILE).read_bytes().strip() if (root / KEY_FILE).is_file() else b""
+    return [name for name, data in files.items() if key and key in data]
 
 
 def write_bundle(assignment_id: str, out: Path, root: Path = ROOT) -> tuple[Path, Path]:

@@ -156,6 +156,7 @@ class Grading:
     modules_dir: Path
     deadline: float
     test_seconds: float
+    seed: int  # of the draws (kvlab.testing.draws), computed by the runner from the submitted files
     student: StudentFiles = field(init=False)
     records: list[GradedTest] = field(default_factory=list)
     faults: list[str] = field(default_factory=list)
@@ -181,7 +182,7 @@ class Grading:
 
     def pytest_configure(self, config: pytest.Config) -> None:
         config.stash[GRADING] = self
-        restart_draws()
+        restart_draws(self.seed)  # before collection: a test module may read grading_seed() as it is imported
 
     def pytest_collectreport(self, report: pytest.CollectReport) -> None:
         if report.failed:
@@ -211,6 +212,7 @@ class Grading:
         self.current_test = item.nodeid
         item.stash.setdefault(OUTCOME, Outcome())
         take_draws()  # a draw made outside a test (at import) belongs to none
+        restart_draws(self.seed, self.draws_name(item))
         if time.monotonic() > self.deadline:
             pytest.fail("not run: the earlier tests used up the time the grader has for one submission "
                         "(your code may be too slow, or stuck until each call's timeout)")
@@ -266,6 +268,15 @@ class Grading:
                 outcome.captured = report.capstdout + report.capstderr
             self.finish(item, outcome)
         return report
+
+    def draws_name(self, item: pytest.Item) -> str:
+        """The name a test's draws are seeded with: its file relative to the tests root, and its
+        name ("autograder/hidden/lecture07/test_hidden_eviction.py::test_x[lfu]"), the same on
+        every machine and in every copy of the tests."""
+        path = Path(item.path).resolve()
+        root = self.assignment.root.resolve()
+        where = path.relative_to(root).as_posix() if path.is_relative_to(root) else path.name
+        return f"{where}::{test_name(item)}"
 
     def finish(self, item: pytest.Item, outcome: Outcome) -> None:
         """The record of a test whose teardown just ended."""

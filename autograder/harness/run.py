@@ -2,6 +2,7 @@
 
     python -m autograder.harness.run --assignment lecture02 --submission DIR --results FILE
                                      [--mode sandbox|inprocess] [--tests-root ROOT] [--time-budget S]
+                                     [--seed N]
 
 It runs pytest in this process on the assignment's public tests (`assignments/<id>/tests`) and
 hidden tests (`autograder/hidden/<id>`) under ROOT (default: the folder holding `autograder/`), with
@@ -14,6 +15,12 @@ files listed in assignment.json are copied to a staging folder and run in a sand
 none of the grader's files.
 `--mode inprocess` imports them into this process (kvlab.testing.Submission): only for trusted code,
 the repository's own fast tests of the reference and of the mutants.
+
+The hidden tests' draws (kvlab.testing.draws) are seeded from the staged files and the course's
+grading key (seeds.py), in this process, before the student's code runs, so the same files get
+the same draws and score in every mode; the seed is printed and kept in results.json's extra_data
+for the staff. `--seed N` replays a grading with the seed its results.json recorded (after the key
+was rotated, say); Gradescope's run_autograder never passes it.
 
 Two environment variables can lower (never raise) the limits, for tests of the grader that must run
 many slow submissions quickly (tests/hostile/test_hostile.py): `KVLAB_CALL_TIMEOUT` (seconds per call into
@@ -28,9 +35,10 @@ results say the isolation is reduced); the repository's tests grade that way too
 
 Whenever the student's process shares the grader's identity (no unprivileged user: a grader that
 is not root), it could write the grader's own files. The runner then cannot prevent that, but it
-detects it: the course library (the trusted copy and the worker's), the harness and the assignment
-registry, the assignment's tests and, in that case, the interpreter's libraries are fingerprinted
-before the first test and after the worker is gone, and any change is a grader fault (never a score).
+detects it: the course library (the trusted copy and the worker's), the harness, the grading key,
+the assignment registry, the assignment's tests and, in that case, the interpreter's libraries are
+fingerprinted before the first test and after the worker is gone, and any change is a grader fault
+(never a score).
 
 The results file is written exactly once, atomically, at the end, and always: when anything goes
 wrong on the grader's side (a hidden test that does not import, points that do not add up, a bug
@@ -66,6 +74,7 @@ from autograder.harness.course import COURSE
 from autograder.harness.plugin import Grading
 from autograder.harness.results import fault_results, graded_results, write_results
 from autograder.harness.sandbox import Limits, Sandbox
+from autograder.harness.seeds import KEY_PATH, SEED_BITS, read_key, submission_seed
 
 # Gradescope stops a run after 10 minutes by default and then shows no results at all; tests
 # starting after this many seconds fail at once instead, so a slow submission still gets a report.
@@ -94,19 +103,27 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         help="folder holding assignments/<id>/ and autograder/hidden/<id>/ (default: %(default)s)")
     parser.add_argument("--time-budget", type=float, default=TIME_BUDGET_SECONDS,
                         help="seconds after which remaining tests fail without running (default: %(default)s)")
-    return parser.parse_args(argv)
+    parser.add_argument("--seed", type=int, default=None,
+                        help="the draws' seed, to replay a grading whose results.json recorded it "
+                             "(default: computed from the submitted files and the grading key)")
+    args = parser.parse_args(argv)
+    if args.seed is not None and not 0 <= args.seed < 2**SEED_BITS:
+        parser.error(f"--seed must be an integer from 0 to 2**{SEED_BITS} - 1 (as results.json records it)")
+    return args
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     results = run(args.assignment, args.submission, args.results, mode=args.mode,
-                  tests_root=args.tests_root, time_budget=args.time_budget)
+                  tests_root=args.tests_root, time_budget=args.time_budget, seed=args.seed)
     return 0 if results["extra_data"]["status"] == "graded" else 1
 
 
 def run(assignment_id: str, submission: Path, results_path: Path, *, mode: str = "sandbox",
-        tests_root: Path = REPO_ROOT, time_budget: float = TIME_BUDGET_SECONDS) -> dict[str, Any]:
-    """Grade `submission`, write results_path once, and return what was written."""
+        tests_root: Path = REPO_ROOT, time_budget: float = TIME_BUDGET_SECONDS,
+        seed: int | None = None) -> dict[str, Any]:
+    """Grade `submission`, write results_path once, and return what was written. `seed` replays a
+    grading's draws; by default they are seeded from the submitted files (see the module docstring)."""
     started = time.monotonic()
     max_score = 0.0
     try:
@@ -116,7 +133,7 @@ def run(assignment_id: str, submission: Path, results_path: Path, *, mode: str =
         assignment = dataclasses.replace(assignment, call_timeout_seconds=lowered_by_env(
             assignment.call_timeout_seconds, CALL_TIMEOUT_ENV))
         results = grade(assignment, Path(submission), Path(results_path).resolve(), mode,
-                        deadline=started + time_budget, time_budget=time_budget)
+                        deadline=started + time_budget, time_budget=time_budget, seed=seed)
         # Validate here, so a result this code built wrongly becomes a fault result below.
         write_results(results_path, results)
         return results
@@ -144,7 +161,7 @@ def lowered_by_env(value: float, name: str, allow_zero: bool = False) -> float:
 
 
 def grade(assignment: Assignment, submission: Path, results_path: Path, mode: str,
-          deadline: float, time_budget: float = TIME_BUDGET_SECONDS) -> dict[str, Any]:
+          deadline: float, time_budget: float = TIME_BUDGET_SECONDS, seed: int | None = None) -> dict[str, Any]:
     """Run the tests on `submission`; the graded results, or GraderFault."""
     if not submission.is_dir():
         raise GraderFault(f"the submission folder {submission} does not exist")
@@ -152,6 +169,10 @@ def grade(assignment: Assignment, submission: Path, results_path: Path, mode: st
     with tempfile.TemporaryDirectory(prefix="kvlab-grade-") as private_name:
         private = Path(private_name)
         modules_dir = stage_submission(assignment, submission, private / "submission")
+        # From the staged copy, exactly what the student's code gets, before any of it runs.
+        if seed is None:
+            seed = submission_seed(assignment, modules_dir, read_key())
+        print(f"the draws' seed: {seed}", file=sys.stderr)
         backend: Backend | None = None
         watch: Watch | None = None
         changed: list[str] = []
@@ -161,7 +182,7 @@ def grade(assignment: Assignment, submission: Path, results_path: Path, mode: st
                 watch = Watch(watched_paths(assignment, backend))
             # A test never runs longer than the whole budget (which tests of the grader lower).
             grading = Grading(assignment=assignment, backend=backend, submitted=submission.resolve(),
-                              modules_dir=modules_dir, deadline=deadline,
+                              modules_dir=modules_dir, deadline=deadline, seed=seed,
                               test_seconds=max(min(TEST_SECONDS, time_budget), 1.0))
             exit_code = run_pytest(assignment, grading, private)
             isolation = backend.isolation
@@ -179,7 +200,7 @@ def grade(assignment: Assignment, submission: Path, results_path: Path, mode: st
         grading.fault(f"{len(grading.records)} of {len(grading.catalog)} collected tests reported a result")
     if grading.faults:
         raise GraderFault("; ".join(grading.faults))
-    return graded_results(assignment, grading.records, time.monotonic() - started, isolation)
+    return graded_results(assignment, grading.records, time.monotonic() - started, isolation, seed=seed)
 
 
 class Watch:
@@ -238,7 +259,7 @@ def watched_paths(assignment: Assignment, backend: Backend) -> tuple[list[Path],
     library, where it makes one, can only change what that process itself imports.)"""
     content = [Path(kvlab.__file__).resolve().parent, Path(sandbox_package.__file__).resolve().parent.parent,
                assignment.directory, assignment.hidden_tests]
-    content += [REPO_ROOT / name for name in REGISTRY_FILES]
+    content += [REPO_ROOT / name for name in REGISTRY_FILES] + [KEY_PATH]
     content += [assignment.root / name for name in ("run_autograder", "setup.sh")]
     metadata: list[Path] = []
     sandbox = getattr(backend, "sandbox", None)

@@ -1,44 +1,71 @@
-"""Seeded draws for hidden checks on fixed data: `drawn(low, high)` in a test, `restart_draws()` as a
-grading run begins and `take_draws()` as each test ends (the grader calls both).
+"""Seeded draws for the hidden checks and any other generator of test inputs.
 
-The draws come from the system's randomness, or from a seeded generator when the grader's own
-environment sets $KVLAB_GRADING_SEED (see `_draws`).
+- `drawn(low, high)`: an int for a hidden check on fixed data (a capacity, a seed, a length).
+- `grading_seed()`: the grading's seed, for a generator of its own (Hypothesis, numpy).
+- `restart_draws(seed, test)` and `take_draws()`: the grader's (it calls both).
+
+In a grading the seed comes from the trusted grader, which computes it from the submitted files
+and the course's grading key before any test runs (never from anything the student's code does):
+the same files get the same draws, and so the same score, at every grading and in every way of
+grading; other files get other draws, so outputs collected from one grading answer no other
+submission. Outside a grading (a student's own run of the public tests, a test of this library)
+the seed is drawn once per process from the system's randomness.
 """
 from __future__ import annotations
 
-import os
+import hashlib
 import random
 import secrets
 
-
-def _draws() -> random.Random:
-    """Where the hidden checks' draws come from: the system's randomness in a real grading; a seeded
-    generator when the grader's own environment (never the student's process) sets
-    $KVLAB_GRADING_SEED, so that the repository's tests of the tests can grade one submission twice
-    (sandboxed, in-process) and compare."""
-    seed = os.environ.get("KVLAB_GRADING_SEED", "")
-    return random.Random(int(seed)) if seed.isdigit() else secrets.SystemRandom()
+# Bits of a seed, the grader's (autograder/harness/seeds.py) or one drawn outside a grading: a JSON
+# number (results.json) holds it exactly.
+SEED_BITS = 48
 
 
-_DRAWS = _draws()
+def _stream(seed: int, test: str) -> random.Random:
+    """The draws of `test` (a test's name; "" outside any test) under `seed`: each test has its
+    own, so what it draws depends on neither the tests that ran before it nor how they ended."""
+    digest = hashlib.sha256(f"{seed}\0{test}".encode()).digest()
+    return random.Random(int.from_bytes(digest[:16], "big"))
 
 
-def restart_draws() -> None:
-    """Draw anew from the start (the grader calls it as a grading run begins): a process that grades
-    one submission after another, in both modes, then gives each run the same seeded draws."""
-    global _DRAWS
-    _DRAWS = _draws()
-
-
+_SEED = secrets.randbits(SEED_BITS)
+_DRAWS = _stream(_SEED, "")
 # The draws of the test running now, for the staff's record (the grader's take_draws()).
 _DRAWN: list[int] = []
 
 
+def grading_seed() -> int:
+    """The seed of the grading running now, a non-negative int: the same for the same submitted
+    files in every grading, another for other files.
+
+    For any generator of test inputs besides `drawn` (the draws of a test are already seeded by
+    it): `hypothesis.seed(grading_seed())` on a test's `@given` function, or
+    `numpy.random.default_rng([grading_seed(), k])`. Read it when a test runs or when its module is
+    imported (a grading sets the seed before it collects the tests); never keep it across
+    gradings, which one process may run one after another. A generator that wants a value of its
+    own per test can take `drawn(0, 2**32 - 1)` instead: that is recorded for the staff.
+    """
+    return _SEED
+
+
+def restart_draws(seed: int | None = None, test: str = "") -> None:
+    """Start the draws over from `seed` (None: the current seed) for the test named `test`.
+
+    The grader calls it with the grading's seed as a run begins and with each test's name as that
+    test begins, so a process that grades one submission after another, or one submission in
+    both modes, gives each run the draws of its own seed."""
+    global _SEED, _DRAWS
+    if seed is not None:
+        _SEED = int(seed)
+    _DRAWS = _stream(_SEED, test)
+
+
 def drawn(low: int, high: int) -> int:
-    """An int in low .. high drawn anew in every grading run, for hidden checks on fixed data (a real
-    trace, a real model): resubmitting cannot collect a table of expected values to answer from.
-    The grader records each test's draws in results.json (the test's extra_data, which Gradescope
-    shows the staff, not the student)."""
+    """An int in low .. high for a hidden check on fixed data (a real trace, a real model): drawn
+    from the grading's seed, so one submission always sees the same values and no other
+    submission can answer from a table of them. The grader records each test's draws in
+    results.json (the test's extra_data, which Gradescope shows the staff, not the student)."""
     value = _DRAWS.randint(low, high)
     _DRAWN.append(value)
     return value

@@ -46,6 +46,9 @@ def test_reference_gets_full_marks(tmp_path: Path) -> None:
     assert not failed, f"the reference failed tests: {failed}"
     assert results["score"] == results["extra_data"]["max_score"] == 100, f"reference scored {results['score']}"
     assert "total" in done.stdout and "100" in done.stdout, f"make grade must print the score table:\n{done.stdout}"
+    seed = results["extra_data"].get("seed")
+    assert seed is not None and f"seed {seed}:" in done.stdout, (
+        f"make grade must print the draws' seed results.json keeps ({seed}):\n{done.stdout}")
 
 
 @contextmanager

@@ -32,6 +32,7 @@ from kvlab.testing import missing_file_message
 
 ASSIGNMENT = load_assignment("lecture02")
 ISOLATION = ["unprivileged user nobody", "limits: 60 s CPU"]
+SEED = 2**48 - 1  # the largest a grading computes (autograder/harness/seeds.py)
 
 
 def records(passed: bool, output: str = "") -> list[GradedTest]:
@@ -42,11 +43,11 @@ def records(passed: bool, output: str = "") -> list[GradedTest]:
 
 
 def all_passed() -> dict[str, Any]:
-    return graded_results(ASSIGNMENT, records(True), 1.5, ISOLATION)
+    return graded_results(ASSIGNMENT, records(True), 1.5, ISOLATION, seed=SEED)
 
 
 def all_failed() -> dict[str, Any]:
-    return graded_results(ASSIGNMENT, records(False, "logits differ from the reference"), 1.5, ISOLATION)
+    return graded_results(ASSIGNMENT, records(False, "logits differ from the reference"), 1.5, ISOLATION, seed=0)
 
 
 def missing_file(tmp_path: Path) -> dict[str, Any]:
@@ -139,23 +140,12 @@ def test_a_tests_draws_are_recorded_for_the_staff() -> None:
         f"a test that drew nothing must have no extra_data: {extra}")
 
 
-def test_seeded_draws_start_alike_in_every_grading_run(monkeypatch: pytest.MonkeyPatch) -> None:
-    """A process that grades several runs (tests/support/grade_batch.py: each submission sandboxed, then in
-    process) draws the same seeded values in each, so the two modes of a submission can be compared."""
-    from kvlab.testing.draws import drawn, restart_draws, take_draws
-
-    monkeypatch.setenv("KVLAB_GRADING_SEED", "7")
-    runs = []
-    for _ in range(2):
-        restart_draws()  # what the grader's plugin does as a run begins
-        runs.append([drawn(0, 2**31) for _ in range(3)])
-    take_draws()
-    monkeypatch.delenv("KVLAB_GRADING_SEED")
-    restart_draws()
-    unseeded = [drawn(0, 2**31) for _ in range(3)]
-    take_draws()
-    assert runs[0] == runs[1], f"seeded runs drew {runs[0]} and then {runs[1]}: restart_draws must start over"
-    assert unseeded != runs[0], "without the seed the draws come from the system's randomness"
+def test_the_draws_seed_is_kept_for_the_staff() -> None:
+    """The seed a grading drew from is in the top-level extra_data (the staff's), so it can be replayed."""
+    results = all_passed()
+    validate(results)
+    assert results["extra_data"]["seed"] == SEED, f"extra_data must keep the draws' seed {SEED}: {results['extra_data']}"
+    assert "seed" not in grader_fault()["extra_data"], "a grader fault drew nothing and records no seed"
 
 
 def test_captured_output_is_bounded_and_headed() -> None:
@@ -197,6 +187,9 @@ MALFORMED = {
     "extra_data status unknown": _set(("extra_data", "status"), "ok"),
     "a test's draws as text": _set(("tests", 0, "extra_data"), {"draws": "17"}),
     "a test's extra_data with another field": _set(("tests", 0, "extra_data"), {"seed": 17}),
+    "the draws' seed negative": _set(("extra_data", "seed"), -1),
+    "the draws' seed as text": _set(("extra_data", "seed"), "17"),
+    "the draws' seed past a JSON number's exact integers": _set(("extra_data", "seed"), 2**53),
     "leaderboard order unknown": _set(("leaderboard",), [{"name": "speed", "value": 1, "order": "up"}]),
 }
 

@@ -7,7 +7,7 @@ every test folder; it holds no tests itself. One job a module:
 - `verdicts`: one test's outcome, read from a junit report (the students' own path) or results.json;
 - `suite`: one assignment as the tests of the tests see it (its tests, catalog and contract);
 - `traces`: stand-ins for the Mooncake traces, so gradings that replay them run without them;
-- `graders`: the grading processes of test_suites and test_corpus (`grade_batch.py`, run by path);
+- `graders`: the grading processes of test_suites, test_corpus and test_same_score (`grade_batch.py`, run by path);
 - `checks`: the assertions test_suites and test_corpus make on what the grader wrote;
 - `isolation`: what this machine's isolation lets a test do (an interpreter or folder an
   unprivileged uid can reach, whether a worker runs in bubblewrap's view);

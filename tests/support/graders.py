@@ -25,9 +25,6 @@ from support.repo import REPO
 from support.suite import HIDDEN_MARK
 from support.verdicts import Verdict
 
-# Hidden tests draw part of their input anew per grading (never a harvestable fixed input); with this
-# set in the grader's environment the draws are seeded, so both modes of one submission see the same.
-GRADING_SEED = "KVLAB_GRADING_SEED"
 # The grader's modes, in the order a batch runs them.
 MODES = ("sandbox", "inprocess")
 
@@ -107,7 +104,7 @@ class Graders:
         process = subprocess.Popen(
             [sys.executable, str(Path(__file__).with_name("grade_batch.py"))], cwd=REPO,
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=errors,
-            env={**os.environ, "PYTHONPATH": str(REPO), GRADING_SEED: "1",
+            env={**os.environ, "PYTHONPATH": str(REPO),
                  # No bytecode written into the checkout: a sandboxed grading running beside this
                  # one fingerprints kvlab/ and the harness (its Watch), and a .pyc appearing there
                  # is a change of the grader's files to it.

@@ -24,6 +24,7 @@ from autograder.assignment import REGISTRY_FILES, Assignment, load_assignment
 from autograder.build import build
 from autograder.grade import unpack
 from autograder.harness.results import FAULT_MESSAGE, validate
+from autograder.harness.seeds import KEY_FILE
 from support.repo import ASSIGNMENT_IDS
 from support.traces import stand_in_traces
 
@@ -57,7 +58,7 @@ def repo_files(folder: str) -> set[str]:
 def test_zip_holds_exactly_the_grading_files(assignment: Assignment, package: Path) -> None:
     expected = {
         *SCRIPTS, *(f"requirements/{path.name}" for path in (REPO / "requirements").glob("*.txt") if path.name != "instructor.txt"),
-        "autograder/__init__.py", *REGISTRY_FILES,
+        "autograder/__init__.py", *REGISTRY_FILES, KEY_FILE,
         f"assignments/{assignment.id}/assignment.json",
         *repo_files("kvlab"), *repo_files("autograder/harness"), *repo_files(f"autograder/hidden/{assignment.id}"),
         *repo_files(f"assignments/{assignment.id}/tests"), *(f"data/mooncake/{name}" for name in assignment.traces),
@@ -66,6 +67,9 @@ def test_zip_holds_exactly_the_grading_files(assignment: Assignment, package: Pa
     assert names == expected, f"extra: {sorted(names - expected)}; missing: {sorted(expected - names)}"
     assert any(name.startswith("autograder/harness/sandbox/") for name in names), "the sandbox must be packaged"
     assert any(name.startswith(f"autograder/hidden/{assignment.id}/test_") for name in names), "hidden tests missing"
+    with zipfile.ZipFile(package) as archive:
+        assert archive.read(KEY_FILE) == (REPO / KEY_FILE).read_bytes(), (
+            f"the package's {KEY_FILE} must be the checkout's: the same files would draw otherwise on Gradescope")
 
 
 def solution_regions() -> list[tuple[str, str]]:
@@ -174,6 +178,11 @@ def runner_writes_garbage(root: Path) -> str:
     return sys.executable
 
 
+def no_grading_key(root: Path) -> str:
+    (root / "source" / KEY_FILE).unlink()
+    return sys.executable
+
+
 def no_python(root: Path) -> str:
     return str(root / "venv" / "bin" / "python")  # setup.sh never ran here: there is no venv
 
@@ -181,6 +190,7 @@ def no_python(root: Path) -> str:
 SABOTAGE: dict[str, Callable[[Path], str]] = {
     "a hidden test that does not import": corrupt_hidden_test,
     "a runner that writes an invalid file": runner_writes_garbage,
+    "no grading key to seed the draws": no_grading_key,
     "no interpreter at all": no_python,
 }
 

@@ -18,6 +18,7 @@ from typing import NamedTuple
 import pytest
 
 from autograder.assignment import Assignment, load_assignment
+from autograder.harness.seeds import KEY_FILE
 from support.repo import ASSIGNMENT_IDS
 from support.verdicts import assert_all_not_implemented, listing, read_junit
 from tools import release
@@ -127,6 +128,23 @@ def test_bundle_holds_no_private_file(bundle: Bundle) -> None:
     copies = {name: private[digest] for name in _files(bundle.folder)
               if (digest := hashlib.sha256((bundle.folder / name).read_bytes()).hexdigest()) in private}
     assert not copies, f"bundle files that are copies of private files: {copies}"
+
+
+def test_bundle_holds_no_grading_key(bundle: Bundle) -> None:
+    """The key that seeds the hidden tests' draws is the grader's: no file of the bundle holds its text
+    or its bytes (the zip holds the same files; the Gradescope package holds the key:
+    test_gradescope_package.py)."""
+    text = (ROOT / KEY_FILE).read_text().strip()
+    forms = (text.encode(), text.upper().encode(), bytes.fromhex(text))
+    leaks = [name for name in _files(bundle.folder) if any(form in (bundle.folder / name).read_bytes() for form in forms)]
+    assert not leaks, f"the grading key ({KEY_FILE}) is in the bundle's {leaks}"
+
+
+def test_a_file_quoting_the_grading_key_is_found() -> None:
+    """bundle_contents refuses a bundle any file of which holds the key (a handout quoting it, say)."""
+    key = (ROOT / KEY_FILE).read_bytes().strip()
+    files = {"README.md": b"# Handout\nkey: " + key + b"\n", "kvlab/x.py": b"x = 1\n"}
+    assert release.grading_key_leaks(files, ROOT) == ["README.md"], "a file holding the key must be found"
 
 
 def test_bundle_requirements_are_the_students(bundle: Bundle) -> None:

@@ -1,9 +1,9 @@
 """Hidden tests of kv_bytes_per_token and kv_cache_bytes (task kv_memory) on real model configs.
 
 The configs are fixed data, so the messages say which way a count is off and which factor is
-missing, never the expected count, and every check draws part of its input anew in every grading
-run (the per-token counts a number of layers added to the model's, the cache sizes their sequence
-length and batch): neither a table collected by resubmitting nor one of published per-token figures
+missing, never the expected count, and every check draws part of its input from the grading's
+seed, a hash of the submitted files (the per-token counts a number of layers added to the model's,
+the cache sizes their sequence length and batch): neither a table collected by resubmitting nor one of published per-token figures
 answers them.
 """
 from __future__ import annotations

@@ -4,9 +4,9 @@ trace, synthetic traces of several seeds and capacities, the full synthetic trac
 trusted reference replay.
 
 No check shows the expected value of a non-empty trace (resubmitting cannot collect a table of
-answers), and the checks on large inputs draw part of their input (seeds, capacities) anew in every
-grading run. The draws are in the message, where they help no one, since the next run draws others,
-and in results.json's per-test extra_data for the staff.
+answers), and the checks on large inputs draw part of their input (seeds, capacities) from the
+grading's seed, a hash of the submitted files. The draws are in the message, where they help no one,
+since other files draw others, and in results.json's per-test extra_data for the staff.
 """
 from __future__ import annotations
 

@@ -74,7 +74,7 @@ def gib_cause(actual: float, expected: float) -> str:
 
 
 def boundary_config() -> dict[str, Any]:
-    """A GQA config drawn anew in every grading run (kvlab.testing.draws.drawn): at its boundaries max_batch's
+    """A GQA config drawn per submission (kvlab.testing.draws.drawn): at its boundaries max_batch's
     arguments give a sequence's bytes away, so they must not be a published model's (a hidden answer)."""
     return generated_configs(seed=drawn(0, 2**31), n=2)[1]
 

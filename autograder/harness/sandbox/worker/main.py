@@ -570,7 +570,7 @@ class Worker:
         cls = type(exc)
         report = traceback.TracebackException(cls, exc, exc.__traceback__, compact=True)
         self.keep_shown_frames(report, set())
-        text = "".join(report.format()).replace(os.path.join(self.home, ""), "")
+        text = self.relative("".join(report.format()))
         if report.stack:
             frame = report.stack[-1]
             where = f"{frame.filename}, line {frame.lineno}, in {frame.name}"
@@ -584,8 +584,15 @@ class Worker:
             "mro": self.lineage(cls),
             "message": safe_str(exc),
             "traceback": text[-TEXT_LIMIT:],
-            "where": where.replace(os.path.join(self.home, ""), ""),
+            "where": self.relative(where),
         }
+
+    def relative(self, text: str) -> str:
+        """`text` with the shown folders' paths cut (`prefix_cache.py`, `kvlab/model.py`): the
+        sandbox's folders have names of their own at each grading, which a message must not carry."""
+        for root in self.shown_roots:
+            text = text.replace(root, "")
+        return text
 
     def keep_shown_frames(self, report: traceback.TracebackException | None, seen: set[int]) -> None:
         """Drop the worker's and the standard library's frames from report and its chained causes."""
