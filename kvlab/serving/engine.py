@@ -3,8 +3,9 @@
 The engine owns the KV memory, a pool of `num_blocks` blocks of `block_size` token slots
 (`k_pool`, `v_pool`: [num_blocks, L, block_size, Hkv, d]); the block manager (the student's
 `block_manager.BlockManager`, or any object with its interface) only says which block ids each
-request's tokens go to. The engine talks to the manager with plain data and few calls, because in
-the grader the manager lives in another process and every call is a round trip:
+request's tokens go to. The engine talks to the manager (through its scheduler) with plain data
+and few calls, because in the grader the manager lives in another process and every call is a round
+trip:
 
 - `manager.num_blocks`, `manager.block_size`: read once, when the engine is made.
 - `manager.allocate(request_id, tokens) -> (num_computed, block_ids) | None`: one call to admit a
