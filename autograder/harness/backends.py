@@ -27,7 +27,8 @@ from autograder.harness.sandbox import (
     WorkerDied,
     WorkerTimeout,
 )
-from kvlab.testing import Submission, SubmissionError
+from kvlab.submission import SubmissionError
+from kvlab.testing import Submission
 from kvlab.testing.surface import CourseCalls
 
 

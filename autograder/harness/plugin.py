@@ -42,7 +42,8 @@ from autograder.assignment import Assignment
 from autograder.harness.backends import STOPPED, Backend, GraderFault, student_exception_text
 from autograder.harness.results import MAX_MESSAGE_CHARS, GradedTest, truncate, with_captured_output
 from autograder.harness.sandbox import StudentException
-from kvlab.testing import SubmissionError, missing_file_message, task_of
+from kvlab.submission import SubmissionError, missing_file_message
+from kvlab.testing import task_of
 from kvlab.testing.draws import restart_draws, take_draws
 from kvlab.testing.surface import StudentSurface
 

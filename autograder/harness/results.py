@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from autograder.assignment import Assignment
+from autograder.harness.text_table import text_table
 
 SCHEMA_PATH = Path(__file__).with_name("results_schema.json")
 
@@ -104,19 +105,14 @@ def summary_text(assignment: Assignment, tasks: list[dict[str, Any]], isolation:
     """The top-level output: the points per task and how the student's code was isolated (the
     isolation lines that name no path; every line is in extra_data's `isolation`)."""
     score = _points(sum(t["score"] for t in tasks))
-    rows = [[t["name"], t["score"], t["max_score"], t["title"]] for t in tasks]
-    rows.append(["total", score, _points(assignment.max_score), ""])
+    rows = [[t["name"], points_text(t["score"]), points_text(t["max_score"]), t["title"]] for t in tasks]
+    rows.append(["total", points_text(score), points_text(_points(assignment.max_score)), ""])
     # Only the path-free lines: folder names of the grading machine are for the staff (extra_data).
     shown = [line for line in isolation if "/" not in line]
     notes = ["", "How your code was isolated while it was graded:", *(f"- {line}" for line in shown)]
-    # Imported here: kvlab.tables imports numpy, which run_autograder's validation of the results
-    # file (a process of its own at every grading) does not need.
-    from kvlab.tables import format_table
-
-    return format_table(f"{assignment.title}: {score} / {_points(assignment.max_score)} points",
-                        ["task", "score", "max", "what it grades"], rows,
-                        formats=[None, points_text, points_text, None],
-                        notes=notes if shown else ())
+    return text_table(f"{assignment.title}: {score} / {_points(assignment.max_score)} points",
+                      ["task", "score", "max", "what it grades"], rows, right=[False, True, True, False],
+                      notes=notes if shown else ())
 
 
 def graded_results(assignment: Assignment, records: Sequence[GradedTest], execution_time: float,

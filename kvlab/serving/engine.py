@@ -3,26 +3,29 @@
 The engine owns the KV memory, a pool of `num_blocks` blocks of `block_size` token slots
 (`k_pool`, `v_pool`: [num_blocks, L, block_size, Hkv, d]); the block manager (the student's
 `block_manager.BlockManager`, or any object with its interface) only says which block ids each
-request's tokens go to. The engine talks to the manager with plain data and few calls, because in
-the grader the manager lives in another process and every call is a round trip:
+request's tokens go to. The engine talks to the manager (through its scheduler) with plain data
+and few calls, because in the grader the manager lives in another process and every call is a round
+trip:
 
 - `manager.num_blocks`, `manager.block_size`: read once, when the engine is made.
 - `manager.allocate(request_id, tokens) -> (num_computed, block_ids) | None`: one call to admit a
   request; None means "not enough free blocks", and the request waits.
 - `manager.append_tokens(request_id, [token]) -> new_block_ids | None`: one call per decode step
-  of a request, before the engine computes that token's KV; None means "no free block": the engine
-  preempts the most recently admitted request (vLLM's recompute preemption: its blocks are freed, it
-  goes back to the front of the waiting queue, and is prefilled again from its prompt and output so
-  far, which its own freed blocks usually still cache).
+  of a request, before the engine computes that token's KV; None means "no free block", and a
+  request is preempted.
 - `manager.free(request_id)`: one call when a request finishes, is preempted or aborted.
+
+The engine runs the model; two modules beside it hold the rest. `kvlab.serving.scheduler` decides
+which requests hold blocks (admission, preemption) and is the one caller of the manager;
+`kvlab.serving.manager_contract` states what the engine relies on in each of the manager's answers
+and checks it, raising `ManagerError` with a description when an answer is malformed, rather than
+computing with it.
 
 Each step (`Engine.step`): admit at most one waiting request (first come, first served: a request
 that does not fit blocks the ones behind it) and prefill it, then decode one token for every running
 request that had already produced one, in admission order. Prefill computes only the suffix the
 manager did not report as cached: `forward` over tokens[num_computed:], counted per request with
 `kvlab.counter` (`RequestState.prefill_positions`). Sampling is greedy (argmax, lowest index on a tie).
-The engine checks what the manager returns (types, counts, ranges) and raises `ManagerError` with a
-description when it is malformed, rather than computing with it.
 
 KV connector (the seam for an external KV store, LMCache-style; none is implemented here): an object
 passed as `kv_connector` with
@@ -37,23 +40,20 @@ prefill `store` receives the whole prompt's KV.
 
 Functions the tests call (with the student's manager as first argument):
 - `run_requests(manager, cfg, requests, ...)`: a whole scenario, plain data out.
-
-One module on purpose (over 400 lines): one concept, the engine's step loop; admission, prefill, decode,
-preemption and the checks of the manager's answers all work on the same request states and KV pool, and
-students read them as one story.
 """
 from __future__ import annotations
 
 import itertools
-from collections import deque
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from kvlab import counter
 from kvlab.model import Config, forward, init_params
+from kvlab.serving.manager_contract import ManagerError
+from kvlab.serving.scheduler import RequestState, Scheduler
 
 # The weights every engine uses unless told otherwise: the demo, the server and the tests agree.
 WEIGHT_SEED = 0
@@ -66,44 +66,8 @@ SERVE = Config(vocab=1024, d_model=256, n_layers=4, n_heads=4, n_kv_heads=2, d_h
                max_seq=4096, rope_theta=10000.0, name="kvlab-serve")
 
 
-class ManagerError(RuntimeError):
-    """The block manager returned something the engine cannot use; the message says what."""
-
-
 class EngineError(ValueError):
     """A request the engine cannot serve (too long for the model or for the KV pool)."""
-
-
-@dataclass
-class RequestState:
-    """One request's state in the engine.
-
-    `tokens`: the prompt followed by the output so far. `block_ids`: the engine's copy of the
-    manager's answer, position order. `num_cached`: the tokens the manager reported as cached at
-    (the last) admission. `num_loaded`: the positions after those that the KV connector filled at
-    (the last) admission. `num_cached + num_loaded` is what vLLM reports as the request's cached
-    tokens (prefix-cache hits and tokens loaded through the KV connector both count).
-    `prefill_positions`: token positions run through `forward` while prefilling (all admissions).
-    `logits`: the logits that chose each output token, when kept.
-    """
-
-    request_id: str
-    prompt: list[int]
-    max_tokens: int
-    stop_token_ids: tuple[int, ...] = ()
-    output: list[int] = field(default_factory=list)
-    block_ids: list[int] = field(default_factory=list)
-    kv_length: int = 0
-    num_cached: int = 0
-    num_loaded: int = 0
-    prefill_positions: int = 0
-    preemptions: int = 0
-    finish_reason: str | None = None
-    logits: list[np.ndarray] = field(default_factory=list)
-
-    @property
-    def tokens(self) -> list[int]:
-        return self.prompt + self.output
 
 
 @dataclass(frozen=True)
@@ -146,27 +110,27 @@ class Engine:
     request also stops when it samples this token (finish reason "stop"; otherwise "length").
     `keep_logits`: keep each output token's logits in `RequestState.logits` (tests).
 
+    `scheduler`: the waiting and running requests, and the count of preemptions. `requests`: every
+    request added and not aborted, by id (the server removes the ones it delivered).
     Counters over every request, added to when the work is done (so a request aborted after its
     prefill still counts): `prefill_positions` (positions run through `forward` while prefilling),
-    `loaded_positions` (positions filled by the KV connector), `preemptions`.
+    `loaded_positions` (positions filled by the KV connector).
     """
 
     def __init__(self, manager: Any, cfg: Config, params: dict[str, np.ndarray] | None = None, *,
                  dtype: Any = np.float64, eos_token_id: int | None = None, keep_logits: bool = False,
                  kv_connector: Any = None) -> None:
-        self.manager, self.cfg = manager, cfg
+        self.cfg = cfg
         self.params = params if params is not None else init_params(cfg, WEIGHT_SEED, dtype)
-        self.num_blocks = _plain_int(manager.num_blocks, "manager.num_blocks")
-        self.block_size = _plain_int(manager.block_size, "manager.block_size")
+        self.scheduler = Scheduler(manager)
+        self.num_blocks, self.block_size = self.scheduler.num_blocks, self.scheduler.block_size
         dtype = self.params["embed"].dtype
         shape = (self.num_blocks, cfg.n_layers, self.block_size, cfg.n_kv_heads, cfg.d_head)
         self.k_pool = np.zeros(shape, dtype=dtype)
         self.v_pool = np.zeros(shape, dtype=dtype)
         self.eos_token_id, self.keep_logits, self.kv_connector = eos_token_id, keep_logits, kv_connector
-        self.waiting: deque[RequestState] = deque()
-        self.running: list[RequestState] = []
         self.requests: dict[str, RequestState] = {}
-        self.preemptions = self.prefill_positions = self.loaded_positions = 0
+        self.prefill_positions = self.loaded_positions = 0
         self._ids = itertools.count()
 
     def max_tokens_for(self, n_prompt: int) -> int:
@@ -195,52 +159,31 @@ class Engine:
             raise EngineError(f"request id {request_id!r} is in use")
         request = RequestState(request_id, prompt, int(max_tokens), tuple(int(t) for t in stop_token_ids))
         self.requests[request_id] = request
-        self.waiting.append(request)
+        self.scheduler.add(request)
         return request
 
     def has_unfinished(self) -> bool:
-        return bool(self.waiting or self.running)
+        return self.scheduler.has_unfinished()
 
     def abort(self, request_id: str) -> None:
         """Drop a request wherever it is (a client went away); its blocks go back to the manager."""
         request = self.requests.pop(request_id, None)
         if request is None:
             return
-        if request in self.running:
-            self.running.remove(request)
-            self.manager.free(request_id)
-        elif request in self.waiting:
-            self.waiting.remove(request)
+        self.scheduler.abort(request)
         request.finish_reason = request.finish_reason or "abort"
 
     def step(self) -> list[Event]:
         """Admit at most one waiting request and prefill it; decode one token for the others."""
         events: list[Event] = []
-        decoding = list(self.running)
-        if self.waiting:
-            request = self.waiting[0]
-            if self._admit(request):
-                self.waiting.popleft()
-                events.append(self._emit(request, self._prefill(request)))
+        decoding = list(self.scheduler.running)
+        admitted = self.scheduler.admit()
+        if admitted is not None:
+            events.append(self._emit(admitted, self._prefill(admitted)))
         for request in decoding:
-            if request in self.running and self._reserve_next(request):
+            if self.scheduler.reserve_decode(request):
                 events.append(self._emit(request, self._run_positions(request, [request.output[-1]])))
         return events
-
-    def _admit(self, request: RequestState) -> bool:
-        answer = self.manager.allocate(request.request_id, request.tokens)
-        if answer is None:
-            if not self.running:
-                raise ManagerError(
-                    f"allocate({request.request_id!r}, {len(request.tokens)} tokens) returned None with no request "
-                    f"running, although the prompt needs {-(-len(request.tokens) // self.block_size)} of the "
-                    f"{self.num_blocks} blocks: every block should be free or cached then")
-            return False
-        num_computed, block_ids = _check_allocation(answer, request, self.block_size, self.num_blocks)
-        request.block_ids, request.num_cached, request.kv_length = block_ids, num_computed, num_computed
-        request.num_loaded = 0
-        self.running.append(request)
-        return True
 
     def _prefill(self, request: RequestState) -> np.ndarray:
         tokens = request.tokens
@@ -285,29 +228,6 @@ class Engine:
         v = self.v_pool[blocks, :, offsets].transpose(1, 0, 2, 3)
         return np.stack([k, v], axis=1)
 
-    def _reserve_next(self, request: RequestState) -> bool:
-        """Blocks for the request's newest token, preempting the newest running requests while none is free.
-
-        False when the request itself had to be preempted.
-        """
-        while True:
-            new = self.manager.append_tokens(request.request_id, [request.output[-1]])
-            if new is not None:
-                request.block_ids.extend(_check_new_blocks(new, request, self.block_size, self.num_blocks))
-                return True
-            victim = self.running[-1]
-            self._preempt(victim)
-            if victim is request:
-                return False
-
-    def _preempt(self, request: RequestState) -> None:
-        self.manager.free(request.request_id)
-        self.running.remove(request)
-        request.block_ids, request.kv_length = [], 0
-        request.preemptions += 1
-        self.preemptions += 1
-        self.waiting.appendleft(request)
-
     def _run_positions(self, request: RequestState, tokens: list[int]) -> np.ndarray:
         """Forward `tokens` at the request's next positions; the last position's logits [V]."""
         cache = _BlockTableCache(self, request)
@@ -327,51 +247,8 @@ class Engine:
             finish = "length"
         if finish is not None:
             request.finish_reason = finish
-            self.running.remove(request)
-            self.manager.free(request.request_id)
+            self.scheduler.finish(request)
         return Event(request.request_id, token, finish)
-
-
-def _plain_int(value: Any, what: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-        raise ManagerError(f"{what} should be an int >= 1; got {value!r}")
-    return int(value)
-
-
-def _check_ids(ids: Any, what: str, num_blocks: int) -> list[int]:
-    if not isinstance(ids, (list, tuple)) or not all(
-            isinstance(b, (int, np.integer)) and not isinstance(b, bool) and 0 <= b < num_blocks for b in ids):
-        raise ManagerError(f"{what} should be a list of block ids in 0 .. {num_blocks - 1}; got {ids!r:.200}")
-    if len(set(ids)) != len(ids):
-        raise ManagerError(f"{what} holds a block id twice: {list(ids)!r:.200}")
-    return [int(b) for b in ids]
-
-
-def _check_allocation(answer: Any, request: RequestState, block_size: int, num_blocks: int) -> tuple[int, list[int]]:
-    what = f"allocate({request.request_id!r}, {len(request.tokens)} tokens)"
-    if not isinstance(answer, (list, tuple)) or len(answer) != 2:
-        raise ManagerError(f"{what} should return (num_computed, block_ids) or None; got {answer!r:.200}")
-    num_computed, ids = answer
-    n = len(request.tokens)
-    if isinstance(num_computed, bool) or not isinstance(num_computed, (int, np.integer)) or not (
-            0 <= num_computed < n and num_computed % block_size == 0):
-        raise ManagerError(f"{what} returned num_computed {num_computed!r}; expected a multiple of the block size "
-                           f"{block_size} in 0 .. {n - 1} (the last token is always computed)")
-    ids = _check_ids(ids, f"the block_ids of {what}", num_blocks)
-    if len(ids) != -(-n // block_size):
-        raise ManagerError(f"{what} returned {len(ids)} block ids; {n} tokens need ceil({n} / {block_size}) = "
-                           f"{-(-n // block_size)}")
-    return int(num_computed), ids
-
-
-def _check_new_blocks(new: Any, request: RequestState, block_size: int, num_blocks: int) -> list[int]:
-    what = f"append_tokens({request.request_id!r}, 1 token) at position {request.kv_length}"
-    new = _check_ids(new, f"the new blocks of {what}", num_blocks)
-    want = -(-(request.kv_length + 1) // block_size) - len(request.block_ids)
-    if len(new) != want:
-        raise ManagerError(f"{what} returned {len(new)} new blocks; expected {want}: the request holds "
-                           f"{len(request.block_ids)} blocks of {block_size} for {request.kv_length + 1} tokens")
-    return new
 
 
 def run_requests(manager: Any, cfg: Config, requests: Sequence[dict[str, Any]], *, sequential: bool = False,

@@ -29,6 +29,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from kvlab.submission import SubmissionError, missing_file_message
 from kvlab.testing import freshwire
 from kvlab.testing.surface import StudentSurface
 
@@ -37,10 +38,6 @@ if TYPE_CHECKING:
 
 # The fixtures and hook wrappers, which need pytest at import; pytest loads them with this plugin.
 pytest_plugins = ("kvlab.testing.fixtures",)
-
-
-class SubmissionError(Exception):
-    """A submitted file is missing, misnamed or cannot be imported."""
 
 
 class Submission(StudentSurface):
@@ -122,17 +119,6 @@ class Submission(StudentSurface):
             raise RuntimeError(f"{module}.{function} failed in a fresh process:\n{done.stderr[-2000:]}")
         # The last line: what the student's code printed comes before it.
         return freshwire.from_json(json.loads(done.stdout.splitlines()[-1]))
-
-
-def missing_file_message(directory: Path, expected: str) -> str:
-    """Say what was expected, what was found, and the likely mix-up."""
-    found = sorted(p.name for p in Path(directory).iterdir()) if Path(directory).is_dir() else []
-    message = f"expected the file {expected} in your submission; found: {', '.join(found) or 'nothing'}."
-    stem = expected.lower().removesuffix(".py")
-    near = [f for f in found if stem in f.lower().replace("-", "_").replace(" ", "_")]
-    if near:
-        message += f" Did you mean {near[0]!r}? Rename it to {expected} exactly."
-    return message
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

@@ -77,6 +77,6 @@ class StudentSurface(CourseCalls, Protocol):
 
     def __getattr__(self, module: str) -> Any:
         """The student's module `module` (`student.kv_decode` is kv_decode.py), imported: attribute
-        access gives its functions and classes. `kvlab.testing.SubmissionError` saying why when the
+        access gives its functions and classes. `kvlab.submission.SubmissionError` saying why when the
         file is missing, misnamed or does not import.
         """

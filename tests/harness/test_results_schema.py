@@ -28,7 +28,7 @@ from autograder.harness.results import (
     with_captured_output,
     write_results,
 )
-from kvlab.testing import missing_file_message
+from kvlab.submission import missing_file_message
 
 ASSIGNMENT = load_assignment("lecture02")
 ISOLATION = ["unprivileged user nobody", "limits: 60 s CPU"]

@@ -14,7 +14,8 @@ import numpy as np
 import pytest
 
 from kvlab.model import TINY, generate, init_params
-from kvlab.serving.engine import SERVE, Engine, EngineError, ManagerError, run_requests
+from kvlab.serving.engine import SERVE, Engine, EngineError, run_requests
+from kvlab.serving.manager_contract import ManagerError
 from kvlab.testing.compare import LOGIT_ATOL
 
 REPO = Path(__file__).resolve().parents[2]

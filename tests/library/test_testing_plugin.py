@@ -113,3 +113,12 @@ def test_fresh_call_carries_bytes_and_arrays(tmp_path: Path) -> None:
     assert got[0] == data[::-1], f"bytes came back as {got[0]!r}; expected {data[::-1]!r}"
     assert isinstance(got[1], np.ndarray) and got[1].dtype == np.float32 and np.array_equal(got[1], array * 2), (
         f"the array came back as {got[1]!r}; expected float32 {array * 2!r}")
+
+
+def test_the_demo_runner_imports_no_test_support() -> None:
+    """kvlab.demo is course code: what it shares with the tests (a missing file's message) lives in
+    kvlab.submission, not in the test support package."""
+    code = "import sys, kvlab.demo; print(sorted(m for m in sys.modules if m.startswith('kvlab.testing')))"
+    done = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0 and done.stdout.strip() == "[]", (
+        f"kvlab.demo should import nothing of kvlab.testing; it imported {done.stdout.strip()} {done.stderr[-500:]}")
