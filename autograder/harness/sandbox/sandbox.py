@@ -197,6 +197,7 @@ class Sandbox:
         if packages:
             self._lib_dirs.append(self._packages_dir)
         self._res.identity = identity.claim() if user is None else None
+        self._res.python = self._python
         os.chmod(root, 0o755)  # the unprivileged worker must reach home/ and its package
         for _, target in self._packages:  # bubblewrap's mount points, a copy's folders
             target.mkdir(mode=0o755, parents=True)
