@@ -285,6 +285,20 @@ def test_keys_metadata_sockets_and_devices_are_refused(folders: dict[str, Path],
     assert not wrong, f"expected errno {REFUSED_BY_LANDLOCK}, got {wrong}"
 
 
+@pytest.mark.parametrize("machine", ["x86_64", "aarch64"])
+def test_the_filter_names_real_calls_and_fits_bpf(machine: str) -> None:
+    """Every call the filter names has a number on x86_64 (whose table has them all: a misspelt name
+    would be refused nowhere), each machine's program builds (its jumps fit BPF's 8 bits) and ends
+    in returns."""
+    from autograder.harness.sandbox.worker import seccomp
+
+    names = [name for _, group in seccomp.REFUSED for name in group] + list(seccomp.SELF_ONLY)
+    unknown = [name for name in names if name not in seccomp.MACHINES["x86_64"][1]]
+    assert not unknown, f"calls without an x86_64 number: {unknown}"
+    program = seccomp.program(machine)
+    assert program[-1][0] == seccomp.RET and len(program) < 4096, f"{len(program)} instructions"
+
+
 @pytest.mark.parametrize("what", ["type", "escape in type", "keys"])
 def test_bad_names_from_the_worker_are_the_students_failure(stud: Proxy, what: str) -> None:
     """A type name or a key the worker sends that is not printable text (a NUL, a newline, an
