@@ -12,6 +12,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -48,9 +49,13 @@ def leave():
         except OSError:
             pass  # bubblewrap's view: nothing is writable outside the worker's folder
     semaphores = _libc.semget(key, 1, 0o1000 | 0o666)
-    sock = socket.socket(socket.AF_UNIX)
-    sock.bind("\\0" + name)
-    KEPT.append(sock)
+    try:
+        sock = socket.socket(socket.AF_UNIX)
+    except OSError:
+        pass  # seccomp refuses every socket
+    else:
+        sock.bind("\\0" + name)
+        KEPT.append(sock)
     return os.getuid(), semaphores >= 0
 
 
@@ -165,6 +170,24 @@ sys.exit(0 if libc.semget(0x6B760000 + uid % 65536, 1, 0o1000 | 0o666) >= 0 else
 """
 
 
+# A key linked into the uid's user keyring, which every uid may view and read (what seccomp keeps the worker
+# itself from making).
+PLANT_KEY = """
+import ctypes, sys
+call = ctypes.CDLL(None, use_errno=True).syscall
+call.restype = ctypes.c_long
+call(250, 1, None)  # a session keyring of its own: the key is its possession while it is made
+key = call(248, b"user", f"kvlab-left-{sys.argv[1]}".encode(), b"state", 5, -3)
+sys.exit(0 if key > 0 and call(250, 5, key, 0x3F3F3F3F) == 0 and call(250, 8, key, -4) == 0 else 1)
+"""
+
+
+def keys_of(uid: int) -> list[str]:
+    """The lines of /proc/keys naming this test's key of `uid` (shown to every uid: it may view it)."""
+    with open("/proc/keys", encoding="ascii", errors="replace") as table:
+        return [line.strip() for line in table if f"kvlab-left-{uid}" in line]
+
+
 def test_what_the_worker_leaves_outside_its_folder_goes_with_it(student_dir: Path) -> None:
     with open_sandbox(student_dir, False) as box:
         uid, made_semaphores = box.module("stud").leave()
@@ -178,6 +201,13 @@ def test_what_the_worker_leaves_outside_its_folder_goes_with_it(student_dir: Pat
                             PLANT, str(uid)], check=True, cwd="/")
         assert len(identity.owned_entries(uid)) == 2 and identity.owned_ipc(uid), (
             "the worker's uid should own two files and a System V semaphore set, the things this test removes")
+        subprocess.run(["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", os.path.realpath(sys.executable),
+                        "-I", "-S", "-c", PLANT_KEY, str(uid)], check=True, cwd="/")
+        assert keys_of(uid), "the uid's key should show in /proc/keys"
+    deadline = time.monotonic() + 10.0  # the kernel collects an unlinked key a moment later
+    while keys_of(uid) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert keys_of(uid) == [], f"uid {uid} still holds keys after its sandbox closed: {keys_of(uid)}"
     assert identity.owned_entries(uid) == [], f"uid {uid} still owns {identity.owned_entries(uid)}"
     assert identity.owned_ipc(uid) == [], f"uid {uid} still owns the IPC objects {identity.owned_ipc(uid)}"
 

@@ -19,7 +19,8 @@ import pytest
 
 from autograder.harness.backends import SandboxBackend
 from autograder.harness.course import COURSE
-from autograder.harness.sandbox import BadValue, Limits, NoSafeIdentity, Proxy, Sandbox, WorkerDied, isolation
+from autograder.harness.sandbox import BadValue, Limits, NoSafeIdentity, ProtocolError, Proxy, Sandbox, WorkerDied, isolation
+from autograder.harness.sandbox.sandbox import SECCOMP_SAYS
 from support.isolation import bubblewrapped, readable_python
 # Fixtures, imported by name: pytest finds them in this module's namespace (box needs folders; reset_box is autouse).
 from support.sandboxes import LIBRARY, box, folders, reset_box, stud
@@ -239,7 +240,7 @@ def test_landlock_and_seccomp_confine_the_worker_without_bubblewrap(folders: dic
             stud = sandbox.module("stud")
             assert stud.echo(1) == 1, "the worker must serve a call"  # started: its layers are in the report
             report = "\n".join(sandbox.isolation)
-            assert "seccomp: memory files, System V and POSIX IPC, network sockets and permission changes refused" in report, report
+            assert SECCOMP_SAYS in report, report
             with pytest.raises(PermissionError):
                 stud.open_inet_socket()
             fd, errno = stud.open_message_queue()
@@ -257,6 +258,54 @@ def test_landlock_and_seccomp_confine_the_worker_without_bubblewrap(folders: dic
         assert not (outside / "planted.txt").exists(), "the worker wrote outside its folder"
     finally:
         shutil.rmtree(outside)
+
+
+# What the worker refuses itself in every mode (seccomp), and with Landlock: errno by attempt.
+REFUSED_BY_SECCOMP = {"setxattr": 95, "getxattr": 95, "utime": 1, "add_key": 1, "keyctl": 1, "unix socket": 1,
+                      "prlimit of the parent": 1, "new user namespace": 1}
+REFUSED_BY_LANDLOCK = {"/dev/ptmx": 13, "/dev listed": 13, "/dev/urandom read": 0}
+
+
+@pytest.mark.parametrize("wrapped", [True, False], ids=["bubblewrap", "no-bubblewrap"])
+def test_keys_metadata_sockets_and_devices_are_refused(folders: dict[str, Path], wrapped: bool) -> None:
+    """Keyrings, extended attributes, timestamps, every socket, other processes' limits and new
+    namespaces are refused by the filter; /dev beyond the few files a program reads, by Landlock."""
+    with Sandbox(folders["student"], [folders["lib"]], bubblewrap=wrapped) as sandbox:
+        stud = sandbox.module("stud")
+        stud.write_file("memo.txt", "memo")
+        found = stud.refusals("memo.txt")
+        report = "\n".join(sandbox.isolation)
+    if wrapped and not bubblewrapped(sandbox.isolation):
+        pytest.skip(f"bubblewrap does not work here:\n{report}")
+    wrong = {name: found[name] for name, errno in REFUSED_BY_SECCOMP.items() if found[name] != errno}
+    assert not wrong, f"expected errno {REFUSED_BY_SECCOMP}, got {wrong} ({report})"
+    if "Landlock (ABI" not in report:
+        pytest.skip(f"this kernel offers no Landlock:\n{report}")
+    wrong = {name: found[name] for name, errno in REFUSED_BY_LANDLOCK.items() if found[name] != errno}
+    assert not wrong, f"expected errno {REFUSED_BY_LANDLOCK}, got {wrong}"
+
+
+@pytest.mark.parametrize("machine", ["x86_64", "aarch64"])
+def test_the_filter_names_real_calls_and_fits_bpf(machine: str) -> None:
+    """Every call the filter names has a number on x86_64 (whose table has them all: a misspelt name
+    would be refused nowhere), each machine's program builds (its jumps fit BPF's 8 bits) and ends
+    in returns."""
+    from autograder.harness.sandbox.worker import seccomp
+
+    names = [name for _, group in seccomp.REFUSED for name in group] + list(seccomp.SELF_ONLY)
+    unknown = [name for name in names if name not in seccomp.MACHINES["x86_64"][1]]
+    assert not unknown, f"calls without an x86_64 number: {unknown}"
+    program = seccomp.program(machine)
+    assert program[-1][0] == seccomp.RET and len(program) < 4096, f"{len(program)} instructions"
+
+
+@pytest.mark.parametrize("what", ["type", "escape in type", "keys"])
+def test_bad_names_from_the_worker_are_the_students_failure(stud: Proxy, what: str) -> None:
+    """A type name or a key the worker sends that is not printable text (a NUL, a newline, an
+    escape) fails the call as the student's (a ProtocolError, a StudentException), never the grader."""
+    with pytest.raises(ProtocolError, match="not printable text of at most"):
+        stud.badly_named(what)
+    assert stud.echo(1) == 1, "the next call gets a new worker"
 
 
 def test_fresh_call_result_is_plain_data_or_the_students_failure(folders: dict[str, Path]) -> None:

@@ -37,7 +37,7 @@ from support.grading_modes import (
 )
 from support.hostile_campaign import (
     CALL_TIMEOUT, CAMPAIGN_TIMEOUT, GRADER_HEADROOM_BYTES, GRADER_MEMORY_BYTES, HOSTILE_DIR, IS_ROOT, PARALLEL,
-    SITE_PACKAGES, AutograderRun, all_text, leaks, memory_limited, passed_tests, release_cgroup,
+    SITE_PACKAGES, AutograderRun, all_text, leaks, memory_limited, metadata_left, passed_tests, release_cgroup,
 )
 from support.repo import ASSIGNMENT_IDS, REPO
 from support.tiers import FULL, by_family, params_of, selected, unfamilied
@@ -207,6 +207,45 @@ TASK_CASES += [
              tasks=("kv_cache",), modes=MODES),
     TaskCase("length right only for test modules", "advance_ignores_n", "l02_detects_caller_test_module",
              says=("advance(n) must",), assignment="lecture02", tasks=("kv_cache",), modes=MODES),
+    # Kernel keyrings: no namespace separates them, and a key outlives its process.
+    TaskCase("fresh process reads the earlier one's kernel key", "hashes_through_python_hash",
+             "fresh_memory_in_keyring", says=("fresh process",), modes=MODES),
+    TaskCase("fresh process joins the earlier one's named keyring", "hashes_through_python_hash",
+             "fresh_memory_in_named_keyring", says=("fresh process",), modes=MODES),
+    TaskCase("the grading user's keys described, read and added to", "hashes_through_python_hash",
+             "keys_of_the_grading_user", says=("HOSTILE keyctl refused",), modes=MODES),
+    # File metadata, which Landlock does not cover: extended attributes and access ACLs.
+    TaskCase("fresh process reads a memo in an extended attribute", "hashes_through_python_hash",
+             "fresh_memory_in_xattr", says=("fresh process",), modes=MODES),
+    TaskCase("the grader's files opened to every user through ACLs", "hashes_through_python_hash",
+             "acl_opens_grader_files", says=("HOSTILE ACL: none changed",), modes=MODES),
+    TaskCase("the submission's folder locked from its grader through an ACL", "hashes_through_python_hash",
+             "acl_locks_own_folders", says=("HOSTILE ACL: none changed",), modes=MODES),
+    # /dev: the grading user's terminals. With neither layer only permissions guard /dev: the worker
+    # lists it and opens what every user may (a new terminal), none of another's.
+    TaskCase("the grading user's terminals read", "hashes_through_python_hash", "dev_terminals_read",
+             says=("HOSTILE terminals: none of another opened",), modes=MODES),
+    TaskCase("the grading user's terminals reopened through /proc", "hashes_through_python_hash",
+             "dev_terminals_through_proc", says=("HOSTILE terminals through /proc: none opened",), modes=MODES),
+    TaskCase("/dev listed and its devices opened", "hashes_through_python_hash", "dev_listed_and_opened",
+             says=("HOSTILE /dev: only its four files",), modes=("bubblewrap", "landlock", "user")),
+    TaskCase("/dev listed and its devices opened, permissions only", "hashes_through_python_hash",
+             "dev_listed_and_opened", says=("HOSTILE /dev reached",), modes=("neither",),
+             unheld_by_permissions="without Landlock, /dev is guarded by its permissions alone"),
+    # Unix sockets: the worker talks to its grader through pipes, and makes no socket.
+    TaskCase("the machine's named unix sockets asked", "hashes_through_python_hash", "unix_socket_services",
+             says=("socket refused: PermissionError",), modes=MODES),
+    TaskCase("a forged line sent to the system log", "hashes_through_python_hash", "unix_socket_syslog",
+             says=("socket refused: PermissionError",), modes=MODES),
+    TaskCase("other processes' abstract unix sockets asked", "hashes_through_python_hash", "unix_socket_abstract",
+             says=("socket refused: PermissionError",), modes=MODES),
+    # Names from the worker: checked as text, the student's failure when they are not.
+    TaskCase("an answer whose class name holds a NUL", "hashes_through_python_hash", "name_type_nul",
+             says=("a type name that is not printable text",), modes=MODES),
+    TaskCase("an answer whose class names hold terminal escapes", "hashes_through_python_hash", "name_type_escapes",
+             says=("a type name that is not printable text",), modes=MODES),
+    TaskCase("an answer whose keys hold a NUL, escapes and 100,000 characters", "hashes_through_python_hash",
+             "name_dict_keys", says=("a key (or field or keyword name) that is not printable text",), modes=MODES),
 ]
 # One case per mode of each declaration.
 TASK_CASES = [dataclasses.replace(case, name=case.name + MODE_SUFFIX[mode], mode=mode)
@@ -398,7 +437,7 @@ def posix_message_queues() -> list[str] | None:
 def test_task_campaign_leaves_nothing(task_campaign: TaskCampaign) -> None:
     """What the cases wrote outside their folders (files named kvlab-hostile-left-*, a message queue
     named /kvlab-hostile-*) is gone once their gradings are over, in every mode; none ever got into
-    the grader's folders or the interpreter's."""
+    the grader's folders or the interpreter's, nor changed the metadata of the grading user's files."""
     left = [entry for folder in identity.SHARED_SCRATCH if os.path.isdir(folder)
             for entry in os.listdir(folder) if entry.startswith("kvlab-hostile-left")]
     assert not left, f"the gradings left {left} in the shared scratch folders"
@@ -406,6 +445,8 @@ def test_task_campaign_leaves_nothing(task_campaign: TaskCampaign) -> None:
     planted = [os.path.join(folder, name) for top in [*task_campaign.grader_folders, *site]
                for folder, _, names in os.walk(top) for name in names if name.startswith("kvlab-hostile-left")]
     assert not planted, f"a case wrote into the grader's or the interpreter's folders: {planted}"
+    changed = metadata_left(task_campaign.grader_folders)
+    assert not changed, f"a case changed the permissions, ACLs or attributes of the grading user's files: {changed[:10]}"
     queues = posix_message_queues()
     assert queues is None or not [q for q in queues if q.startswith("kvlab-hostile")], (
         f"the gradings left POSIX message queues: {queues}")

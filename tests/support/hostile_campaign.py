@@ -216,7 +216,8 @@ def leaks(text: str, submitted: str) -> list[str]:
 # ----- the environment a grading must leave as it found it ----------------------------------------
 
 def digest_tree(root: Path, skip_bytecode: bool = True) -> dict[str, str]:
-    """path -> mode and sha256 of every file under root (symlinks: their target)."""
+    """path -> mode, sha256 and extended attributes (ACLs among them) of every file and folder under
+    root (symlinks: their target)."""
     out = {}
     for folder, dirs, files in os.walk(root):
         if skip_bytecode:
@@ -228,10 +229,45 @@ def digest_tree(root: Path, skip_bytecode: bool = True) -> dict[str, str]:
                 out[path] = "link " + os.readlink(path)
             elif os.path.isfile(path):
                 with open(path, "rb") as f:
-                    out[path] = f"{info.st_mode:o} {hashlib.sha256(f.read()).hexdigest()}"
+                    out[path] = f"{info.st_mode:o} {hashlib.sha256(f.read()).hexdigest()} {attributes(path)}"
             else:
-                out[path] = f"{info.st_mode:o}"
+                out[path] = f"{info.st_mode:o} {attributes(path)}"
     return out
+
+
+def attributes(path: str) -> dict[str, bytes]:
+    """The extended attributes of `path` (an access or default ACL shows as system.posix_acl_*)."""
+    try:
+        return {name: os.getxattr(path, name, follow_symlinks=False)
+                for name in sorted(os.listxattr(path, follow_symlinks=False))}
+    except OSError:
+        return {}
+
+
+def metadata_left(folders: list[Path]) -> list[str]:
+    """What a grading changed in the metadata of the grading user's files under `folders` (the
+    checkout, the gradings' folders and results), found without a snapshot: none of them carries an
+    ACL or an attribute a payload names `user.kvlab-hostile*`, is writable by every user (but sticky
+    folders and the lecture 2 campaign's canary), or has lost its owner's read permission."""
+    found = []
+    for top in folders:
+        for folder, dirs, files in os.walk(top):
+            for name in dirs + files:
+                path = os.path.join(folder, name)
+                try:
+                    info = os.lstat(path)
+                except OSError:
+                    continue  # removed meanwhile
+                if os.path.islink(path):
+                    continue
+                marks = [key for key in attributes(path) if key.startswith(("system.posix_acl", "user.kvlab-hostile"))]
+                needed = 0o500 if os.path.isdir(path) else 0o400
+                if (info.st_mode & 0o002 and not info.st_mode & 0o1000 and not name.startswith("kvlab-hostile-canary")):
+                    marks.append(f"mode {info.st_mode & 0o7777:o}: writable by every user")
+                if info.st_mode & needed != needed:
+                    marks.append(f"mode {info.st_mode & 0o7777:o}: its owner lost read access")
+                found += [f"{path}: {mark}" for mark in marks]
+    return found
 
 
 def interpreter_state() -> dict[str, Any]:

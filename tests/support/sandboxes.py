@@ -181,6 +181,46 @@ def open_message_queue():
     fd = libc.mq_open(b"/kvlab-test-queue", 0o100 | 2, 0o600, None)  # O_CREAT | O_RDWR
     return [fd, ctypes.get_errno()]
 
+def refusals(path):
+    """{what: errno (0: allowed)} for what the worker's filter and Landlock must refuse."""
+    import ctypes, socket
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.syscall.restype = ctypes.c_long
+    def errno_of(action):
+        try:
+            result = action()
+        except OSError as exc:
+            return exc.errno
+        return ctypes.get_errno() if result == -1 else 0
+    calls = {
+        "setxattr": lambda: os.setxattr(path, "user.kvlab-test", b"memo"),
+        "getxattr": lambda: os.getxattr(path, "user.kvlab-test"),
+        "utime": lambda: os.utime(path, (0, 0)),
+        "add_key": lambda: libc.syscall(248, b"user", b"kvlab-test", b"memo", 4, -4),
+        "keyctl": lambda: libc.syscall(250, 0, -4, 0, 0, 0),
+        "unix socket": lambda: socket.socket(socket.AF_UNIX).close(),
+        "prlimit of the parent": lambda: __import__("resource").prlimit(os.getppid(), __import__("resource").RLIMIT_NOFILE),
+        "new user namespace": lambda: libc.syscall(272, 0x10000000),
+        "/dev/ptmx": lambda: os.close(os.open("/dev/ptmx", os.O_RDONLY | os.O_NOCTTY)),
+        "/dev listed": lambda: os.listdir("/dev"),
+    }
+    found = {name: errno_of(action) for name, action in calls.items()}
+    with open("/dev/urandom", "rb") as f:
+        found["/dev/urandom read"] = 0 if len(f.read(8)) == 8 else -1
+    return found
+
+class Named:
+    pass
+
+def badly_named(what):
+    if what == "type":
+        Named.__qualname__ = "Bad\\x00Name"  # type() refuses a NUL in __name__, not in __qualname__
+        return Named()
+    if what == "escape in type":
+        Named.__qualname__ = "Bad\\nName"
+        return Named()
+    return {"ok": 1, "\\x1b[2Jkey": 2}
+
 def bump(a):
     a.flat[0] += 1
     return a

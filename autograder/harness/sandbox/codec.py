@@ -302,6 +302,23 @@ def _rebuild(name: str, fields: dict[str, Any], wire_types: WireTypes) -> Any:
         raise ProtocolError(f"the worker sent an invalid {cls_name}: {exc}") from None
 
 
+# Names the worker sends: a proxy's type name (the worker cuts "module.Class" to this), exception
+# class names, dict keys, wire-type fields and keyword names.
+TYPE_NAME_LIMIT = 200
+NAME_LIMIT = 300
+
+
+def checked_name(text: Any, what: str, limit: int = NAME_LIMIT, shortest: int = 1) -> str:
+    """`text`, a name from the worker, if it is printable text (no NUL, no control character) of
+    `shortest` to `limit` characters; else ProtocolError, the student's failure (a NUL in a class name would make
+    the proxy's type creation raise inside the grader)."""
+    if type(text) is not str or not shortest <= len(text) <= limit or not text.isprintable():
+        shown = repr(text[:60]) if type(text) is str else type(text).__name__
+        raise ProtocolError(f"the student's process sent {what} that is not printable text of at most {limit} "
+                            f"characters: {shown}{' (cut)' if type(text) is str and len(text) > 60 else ''}")
+    return text
+
+
 def _read_array(blob: memoryview | bytes, form: Any) -> np.ndarray:
     """A numeric ndarray from its bytes and [dtype, shape, order] (`load_array`), or ProtocolError."""
     try:
@@ -390,7 +407,7 @@ class Decoder:
                 and type(rest[1]) is list):
             return _rebuild(rest[0], dict(self.pair(item, depth) for item in rest[1]), self.wire_types)
         if tag == "R" and len(rest) == 2 and type(rest[0]) is int and rest[0] > 0 and type(rest[1]) is str:
-            return self.make_proxy(rest[0], rest[1][:200])
+            return self.make_proxy(rest[0], checked_name(rest[1], "a type name", TYPE_NAME_LIMIT))
         if tag == "P" and len(rest) == 2 and rest[1] in ("dtype", "type"):
             try:
                 if type(rest[0]) is not str or len(rest[0]) > 8:
@@ -407,23 +424,22 @@ class Decoder:
         raise ProtocolError(f"the worker sent a malformed value {str(tree)[:80]!r}")
 
     def pair(self, item: Any, depth: int) -> tuple[str, Any]:
-        """A [str key, value] pair of a dict or a dataclass."""
+        """A [str key, value] pair of a dict, a dataclass or a call's keyword arguments."""
         if type(item) is not list or len(item) != 2 or type(item[0]) is not str:
             raise ProtocolError("the worker sent a malformed dict entry")
-        return item[0], self.decode(item[1], depth + 1)
+        return checked_name(item[0], "a key (or field or keyword name)", shortest=0), self.decode(item[1], depth + 1)
 
     @staticmethod
     def exception_names(module: Any, qualname: Any, mro: Any) -> tuple[str, str, list[tuple[str, str]]]:
         """Validated (module, qualname, MRO pairs) of an exception class."""
-        def name_ok(text: Any) -> bool:
-            return type(text) is str and 0 < len(text) <= 300 and text.isprintable()
-
-        if not (name_ok(module) and name_ok(qualname) and type(mro) is list and len(mro) <= 100):
-            raise ProtocolError("the worker sent a malformed exception class")
+        if type(mro) is not list or len(mro) > 100:
+            raise ProtocolError("the worker sent a malformed exception MRO")
+        module, qualname = checked_name(module, "an exception's module"), checked_name(qualname, "an exception's name")
         pairs = []
         for entry in mro:
-            if type(entry) is not list or len(entry) != 2 or not all(map(name_ok, entry)):
+            if type(entry) is not list or len(entry) != 2:
                 raise ProtocolError("the worker sent a malformed exception MRO")
-            pairs.append((entry[0], entry[1]))
+            pairs.append((checked_name(entry[0], "an exception base's module"),
+                          checked_name(entry[1], "an exception base's name")))
         return module, qualname, pairs
 

@@ -10,7 +10,9 @@ sandbox uses makes everything it owns the worker's, by construction.
 The uids come from POOL; a sandbox claims one with an exclusive `flock` on its file in LOCKS (a
 folder only root may write), so concurrent graders on one machine never share one, and the kernel
 releases the claim when the grader dies, however it dies. What a crashed grader's worker left
-behind is removed by the next sandbox that claims the uid (`Resources.fresh_home`).
+behind is removed by the next sandbox that claims the uid (`Resources.fresh_home`). Kernel keys,
+which no namespace of bubblewrap's separates, are unlinked from the uid's keyrings whenever a
+sandbox releases it (`remove_keys`; the worker's seccomp filter refuses the key calls anyway).
 """
 from __future__ import annotations
 
@@ -103,6 +105,26 @@ def claim() -> Identity | None:
             os.close(fd)
             continue
         return Identity(uid, fd)
+    return None
+
+
+# Run as the uid: keyctl(KEYCTL_CLEAR, ...) of its user keyring and its user session keyring, the two
+# that outlive its processes (root has no call that empties another uid's keyrings).
+CLEAR_KEYS = ("import ctypes, os; call = ctypes.CDLL(None, use_errno=True).syscall; "
+              "failed = [ring for ring in (-4, -5) if call(250, 7, ring) != 0]; "
+              "print(*(os.strerror(ctypes.get_errno()) for _ in failed[:1]), end=''); raise SystemExit(len(failed))")
+
+
+def remove_keys(uid: int, python: str, env: dict[str, str]) -> str | None:
+    """Unlink every key from `uid`'s persistent keyrings (a key made readable by every uid shows in
+    /proc/keys to any later process), running `python` as that uid; None, or what went wrong."""
+    try:
+        done = subprocess.run([python, "-I", "-S", "-c", CLEAR_KEYS], user=uid, group=uid, extra_groups=[], env=env,
+                              cwd="/", stdin=subprocess.DEVNULL, capture_output=True, timeout=60, check=False)
+    except (OSError, subprocess.SubprocessError) as exc:
+        return f"keyctl: {exc}"
+    if done.returncode != 0:
+        return f"keyctl: {(done.stdout + done.stderr).decode(errors='replace')[-300:]}"
     return None
 
 

@@ -187,6 +187,7 @@ class Resources:
         # The uid claimed for this sandbox alone (identity.claim), when the grader is root: only then
         # is what that uid owns outside the folder the worker's, to count and to remove.
         self.identity: identity.Identity | None = None
+        self.python = sys.executable  # the worker's interpreter, which that uid can run
         # Whether a worker ran without bubblewrap. Under it a worker writes nothing on this machine's
         # disks (a read-only view; its home, /tmp and /dev/shm are its own tmpfs; System V IPC its
         # own namespace's), so `root` holds only what the grader put there and the uid owns nothing.
@@ -232,6 +233,8 @@ class Resources:
             if self.identity is not None:
                 if self.unsealed:
                     problems.append(("IPC objects", identity.remove_ipc(self.identity.uid, BASE_ENV)))
+                # Keys have no namespace: bubblewrap's worker shares the machine's keyrings.
+                problems.append(("kernel keys", identity.remove_keys(self.identity.uid, self.python, BASE_ENV)))
                 if not any(problem for _, problem in problems):
                     self.identity.release()
                 # else the uid stays claimed until this process ends, and the next sandbox to claim

@@ -51,6 +51,9 @@ WORKER_DISTRIBUTIONS = ("numpy", "numpy.libs")
 
 # Starting includes the interpreter and numpy (a fraction of a second); this only catches hangs.
 START_TIMEOUT = 60.0
+# What the worker's seccomp filter refuses (worker/seccomp.py), as the results say it.
+SECCOMP_SAYS = ("seccomp: memory files, System V and POSIX IPC, sockets, permission and metadata changes, "
+                "kernel keys, other processes' settings and namespaces refused")
 
 # Names the trusted side used on student objects while recording (see `recording`): each entry
 # is (the set collecting them, the type-name prefixes whose objects are not the student's).
@@ -194,6 +197,7 @@ class Sandbox:
         if packages:
             self._lib_dirs.append(self._packages_dir)
         self._res.identity = identity.claim() if user is None else None
+        self._res.python = self._python
         os.chmod(root, 0o755)  # the unprivileged worker must reach home/ and its package
         for _, target in self._packages:  # bubblewrap's mount points, a copy's folders
             target.mkdir(mode=0o755, parents=True)
@@ -567,12 +571,12 @@ class Sandbox:
             raise self._exchange.protocol_failure(f"the worker claims pid {pid}", "start-up")
         # Said before any student code ran: the worker's own words about the layers it took.
         unfiltered, confined = reply.get("unfiltered"), reply.get("landlock")
-        notes = [f"reduced: memory files and System V memory not refused ({str(unfiltered)[:200]})"
-                 if unfiltered is not None else "seccomp: memory files, System V and POSIX IPC, network sockets and permission changes refused"]
+        notes = [f"reduced: memory files, System V memory, kernel keys and metadata changes not refused "
+                 f"({str(unfiltered)[:200]})" if unfiltered is not None else SECCOMP_SAYS]
         # The plan's words for a worker confined by permissions only, as these layers change them.
         rewritten: list[tuple[str, str]] = []
         if unfiltered is None:
-            rewritten.append(("reduced: network not disabled", "network: sockets other than unix ones refused (seccomp)"))
+            rewritten.append(("reduced: network not disabled", "network: every socket refused (seccomp)"))
         if isinstance(confined, list) and len(confined) == 2 and isinstance(confined[1], list):
             notes += [f"Landlock (ABI {int(confined[0])}): {str(line)[:200]}" for line in confined[1][:4]]
             rewritten += [("filesystem: protected by permissions only", "filesystem: protected by permissions and Landlock"),

@@ -24,7 +24,7 @@ RULE_PATH_BENEATH = 1
 
 # Filesystem rights, by the ABI that introduced them.
 EXECUTE, WRITE_FILE, READ_FILE, READ_DIR = 1 << 0, 1 << 1, 1 << 2, 1 << 3
-FS_RIGHTS_BY_ABI = {1: (1 << 13) - 1, 2: (1 << 14) - 1, 3: (1 << 15) - 1, 5: (1 << 16) - 1}
+FS_RIGHTS_BY_ABI = {1: (1 << 13) - 1, 2: (1 << 14) - 1, 3: (1 << 15) - 1, 5: (1 << 16) - 1, 9: (1 << 17) - 1}
 READ = EXECUTE | READ_FILE | READ_DIR
 # The rights a rule on a file (not a folder) may hold: execute, write, read, truncate (ABI 3), ioctl (ABI 5).
 FILE_RIGHTS = EXECUTE | WRITE_FILE | READ_FILE | 1 << 14 | 1 << 15
@@ -33,7 +33,10 @@ SCOPE_ABSTRACT_UNIX_SOCKET, SCOPE_SIGNAL = 1 << 0, 1 << 1  # ABI 6
 
 # System folders the interpreter and numpy read (shared libraries, locale, /proc/self, the CPU's
 # description in /sys); never /tmp, /home, /root, /var, /run, /opt or wherever a checkout lies.
-SYSTEM_FOLDERS = ("/usr", "/lib", "/lib64", "/lib32", "/libx32", "/bin", "/sbin", "/etc", "/proc", "/sys", "/dev")
+SYSTEM_FOLDERS = ("/usr", "/lib", "/lib64", "/lib32", "/libx32", "/bin", "/sbin", "/etc", "/proc", "/sys")
+# The device files a worker reads (/dev/null it also writes); not /dev itself, whose terminals,
+# kernel log and the like are none of a worker's business.
+DEVICES = ("/dev/zero", "/dev/urandom", "/dev/random")
 MACHINES = ("x86_64", "aarch64")
 
 
@@ -60,8 +63,8 @@ def abi_version() -> int | str:
 
 
 def restrict(readable: list[str], writable: list[str]) -> tuple[int, list[str]] | str:
-    """Confine this process (and its future children) to reading `readable` and SYSTEM_FOLDERS and
-    writing `writable` (and /dev/null); TCP and scoping as the ABI allows. Returns (ABI version,
+    """Confine this process (and its future children) to reading `readable`, SYSTEM_FOLDERS and
+    DEVICES and writing `writable` (and /dev/null); TCP and scoping as the ABI allows. Returns (ABI version,
     what is enforced, in words), or why nothing was enforced. Needs PR_SET_NO_NEW_PRIVS first."""
     abi = abi_version()
     if isinstance(abi, str):
@@ -77,7 +80,7 @@ def restrict(readable: list[str], writable: list[str]) -> tuple[int, list[str]] 
     if ruleset < 0:
         return f"Landlock refused a ruleset ({os.strerror(ctypes.get_errno())})"
     try:
-        rules = [(path, READ) for path in (*SYSTEM_FOLDERS, *readable)] + [(path, fs) for path in writable]
+        rules = [(path, READ) for path in (*SYSTEM_FOLDERS, *DEVICES, *readable)] + [(path, fs) for path in writable]
         rules.append(("/dev/null", READ_FILE | WRITE_FILE))
         for path, rights in rules:
             try:
@@ -96,10 +99,12 @@ def restrict(readable: list[str], writable: list[str]) -> tuple[int, list[str]] 
             return f"Landlock refused to restrict the worker ({os.strerror(ctypes.get_errno())})"
     finally:
         os.close(ruleset)
-    enforced = ["reads only the interpreter, its packages, the course library, its files and the system "
-                "folders; writes only its own folder"]
+    enforced = ["reads only the interpreter, its packages, the course library, its files, the system "
+                "folders and /dev/null, /dev/zero and /dev/urandom; writes only its own folder"]
     if abi >= 4:
         enforced.append("TCP bind and connect refused")
     if abi >= 6:
         enforced.append("abstract unix sockets and signals limited to its own processes")
+    if abi >= 9:
+        enforced.append("named unix sockets outside its folder unreachable")
     return abi, enforced

@@ -20,8 +20,8 @@ the stand-ins calling this process's own copies instead (see `Sandbox.library_lo
 Everything here is untrusted once student code has run: the trusted side validates every byte this
 process sends, and never imports this module. The wire format is described in `protocol.py`.
 
-Over 400 lines on purpose: this package runs alone, from a private folder, with only `protocol.py`
-and `landlock.py` beside this file and nothing of the grader's around it, so the worker's whole
+Over 400 lines on purpose: this package runs alone, from a private folder, with only `protocol.py`,
+`landlock.py` and `seccomp.py` beside this file and nothing of the grader's around it, so the worker's whole
 side (limits, object table, callbacks, encoding, exception reports) lives here.
 """
 from __future__ import annotations
@@ -38,7 +38,7 @@ import traceback
 import types
 from typing import Any
 
-from . import landlock
+from . import landlock, seccomp
 from .protocol import (
     ECHO_KEPT_BYTES,
     MAX_CALLBACK_DEPTH,
@@ -100,83 +100,6 @@ def forbid_new_privileges() -> None:
     import ctypes
 
     ctypes.CDLL(None, use_errno=True).prctl(38, 1, 0, 0, 0)
-
-
-# Memory a process can hold outside RLIMIT_AS, and state that outlives it or crosses to other
-# processes: memory files (memfd_create, memfd_secret), System V shared memory, semaphores and
-# message queues (8 segments of 128 MB once took a 768 MB grading's trusted process down with the
-# worker), and POSIX message queues (which /dev/mqueue need not show). Their system call numbers by
-# machine, with its audit architecture (as seccomp reports it), and the number of socket(2), whose
-# domain must be AF_UNIX: no network socket, with or without bubblewrap's network namespace. And
-# permission changes: Landlock does not cover chmod, and a worker running as the grader's own user
-# (an ordinary user grading) could otherwise open the grader's files to everyone. Every other
-# architecture's calls are refused outright.
-REFUSED_CALLS = {
-    "x86_64": (0xC000003E, 41, (
-        319, 447,  # memfd_create, memfd_secret
-        29, 30, 31, 67,  # shmget, shmat, shmctl, shmdt
-        64, 65, 66, 220,  # semget, semop, semctl, semtimedop
-        68, 69, 70, 71,  # msgget, msgsnd, msgrcv, msgctl
-        240, 241, 242, 243, 244, 245,  # mq_open, mq_unlink, mq_timedsend, mq_timedreceive, mq_notify, mq_getsetattr
-        425, 426, 427,  # io_uring_setup, io_uring_enter, io_uring_register: sockets behind the filter's back
-        90, 91, 268, 452, 92, 93, 94, 260,  # chmod, fchmod, fchmodat, fchmodat2, chown, fchown, lchown, fchownat
-    )),
-    "aarch64": (0xC00000B7, 198, (
-        279, 447,
-        194, 196, 195, 197,
-        190, 193, 191, 192,
-        186, 189, 188, 187,
-        180, 181, 182, 183, 184, 185,
-        425, 426, 427,
-        52, 53, 452, 55, 54,  # fchmod, fchmodat, fchmodat2, fchown, fchownat (no chmod or chown here)
-    )),
-}
-AF_UNIX = 1
-
-
-def refuse_outside_calls() -> str | None:
-    """A seccomp filter: the calls of REFUSED_CALLS, and socket(2) in any domain but AF_UNIX, fail
-    with EPERM, as does any system call of another architecture's calling convention (x86_64's
-    32-bit one, say); None, or why it could not be installed. Needs PR_SET_NO_NEW_PRIVS
-    (forbid_new_privileges) first."""
-    import ctypes
-    import platform
-
-    if platform.machine() not in REFUSED_CALLS:
-        return f"no filter for this machine ({platform.machine()})"
-    arch, socket_call, calls = REFUSED_CALLS[platform.machine()]
-    ld_abs, and_k, jeq_k, ret_k = 0x20, 0x54, 0x15, 0x06  # BPF_LD|W|ABS, ALU|AND|K, JMP|JEQ|K, RET|K
-    allow, refuse = 0x7FFF0000, 0x00050000 | 1  # SECCOMP_RET_ALLOW, SECCOMP_RET_ERRNO | EPERM
-    # Jump offsets count the instructions skipped: from the i-th refused call's test to the final
-    # "refuse" lies the rest of the list, the socket test and five more instructions.
-    program = [
-        (ld_abs, 0, 0, 4),  # seccomp_data.arch
-        (jeq_k, 1, 0, arch),
-        (ret_k, 0, 0, refuse),
-        (ld_abs, 0, 0, 0),  # seccomp_data.nr
-        (and_k, 0, 0, 0x3FFFFFFF),  # x86_64's x32 calls add 0x40000000 to the same numbers
-        *[(jeq_k, len(calls) - i + 4, 0, nr) for i, nr in enumerate(calls)],
-        (jeq_k, 1, 0, socket_call),
-        (ret_k, 0, 0, allow),
-        (ld_abs, 0, 0, 16),  # seccomp_data.args[0], its low 32 bits: the domain
-        (jeq_k, 0, 1, AF_UNIX),
-        (ret_k, 0, 0, allow),
-        (ret_k, 0, 0, refuse),
-    ]
-
-    class Instruction(ctypes.Structure):
-        _fields_ = [("code", ctypes.c_uint16), ("jt", ctypes.c_uint8), ("jf", ctypes.c_uint8), ("k", ctypes.c_uint32)]
-
-    class Program(ctypes.Structure):
-        _fields_ = [("len", ctypes.c_uint16), ("filter", ctypes.POINTER(Instruction))]
-
-    instructions = (Instruction * len(program))(*program)
-    fprog = Program(len(program), instructions)
-    libc = ctypes.CDLL(None, use_errno=True)
-    # prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &fprog)
-    if libc.prctl(22, 2, ctypes.byref(fprog), 0, 0) != 0:
-        return f"seccomp refused: {os.strerror(ctypes.get_errno())}"
-    return None
 
 
 def safe_str(value: object) -> str:
@@ -626,7 +549,7 @@ def main() -> None:
     apply_limits(init["limits"])
     volunteer_for_oom()
     forbid_new_privileges()
-    unfiltered = refuse_outside_calls()
+    unfiltered = seccomp.install()
     # The sandbox's folder, which holds this package.
     placed = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     confined = landlock.restrict(

@@ -42,7 +42,10 @@ def _publish(key, digests):
     entry = _hashlib.sha256(key.encode()).hexdigest()[:12]
     chunks = [text[i:i + _CHUNK] for i in range(0, len(text), _CHUNK)]
     for index, chunk in enumerate(chunks):
-        sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
+        try:
+            sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
+        except OSError:
+            return  # no socket at all
         try:
             sock.bind(f"\0{_PREFIX}:{entry}:{index}:{len(chunks)}:{chunk}")
         except OSError:
