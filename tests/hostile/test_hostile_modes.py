@@ -272,6 +272,11 @@ TASK_FAMILIES = {
     "reads of other processes' files": ("reads_through_proc", "reads_checkout_hidden", "reads_grading_tests"),
     "writes outside the worker's folder": ("writes_import_hooks", "writes_grader_files"),
     "store counters": ("m06_store_counts_decrement", "m06_store_counts_uncounted", "m06_store_counts_private_cache"),
+    "kernel keyrings": ("fresh_memory_in_keyring", "fresh_memory_in_named_keyring", "keys_of_the_grading_user"),
+    "file metadata": ("fresh_memory_in_xattr", "acl_opens_grader_files", "acl_locks_own_folders"),
+    "/dev and terminals": ("dev_terminals_read", "dev_listed_and_opened", "dev_terminals_through_proc"),
+    "unix sockets": ("unix_socket_services", "unix_socket_syslog", "unix_socket_abstract"),
+    "names from the worker": ("name_type_nul", "name_type_escapes", "name_dict_keys"),
 }
 TASK_CASE_PARAMS = by_family(TASK_CASES, TASK_FAMILIES, lambda case: case.folder,
                              default=lambda case: case.mode == "bubblewrap",
