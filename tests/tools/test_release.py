@@ -276,7 +276,9 @@ def test_bundle_make_installs_a_fresh_venv(student_venv: StudentVenv) -> None:
     assert check.returncode == 0, f"the installed .venv cannot import what the tests need:\n{check.stderr[-2000:]}"
 
 
-@pytest.mark.parametrize("assignment_id", ASSIGNMENT_IDS)
+# The everyday tier runs the first bundle's `make test`; `make test-all` every bundle's.
+@pytest.mark.parametrize("assignment_id", [pytest.param(a, marks=() if a == ASSIGNMENT_IDS[0] else (pytest.mark.full,))
+                                           for a in ASSIGNMENT_IDS])
 def test_bundle_make_test_in_the_students_venv(assignment_id: str, student_venv: StudentVenv, tmp_path: Path) -> None:
     """The real student path: `make test` (a venv built from requirements.txt, see student_venv), then
     the tests on the starter, on one task, and on the solution."""
