@@ -49,3 +49,13 @@ def take_draws() -> list[int]:
     values = _DRAWN[:]
     _DRAWN.clear()
     return values
+
+
+# The seed of the conformance runs (kvlab.testing.conformance): one constant, so every grading and
+# every student's `make test` generates the same call sequences.
+CONFORMANCE_SEED = 20261206
+
+
+def conformance_seed() -> int:
+    """The seed of the generated call sequences of the conformance runs: the one place that decides it."""
+    return CONFORMANCE_SEED

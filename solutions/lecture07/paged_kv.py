@@ -87,7 +87,8 @@ class BlockPool:
             raise ValueError(f"block {block} is free")
         self._refs[block] -= 1
         if self._refs[block] == 0:
-            self._free.append(block)
+            # A Python int on the free list, whatever integer type the caller passed: allocate hands it out.
+            self._free.append(int(block))
         # END SOLUTION
 
     def refcount(self, block: int) -> int:

@@ -11,7 +11,10 @@ from typing import Any
 
 import numpy as np
 import pytest
+from hypothesis.stateful import run_state_machine_as_test
 
+from conformance_checks import PUBLIC_SETTINGS, pool_machine
+from kvlab.testing.conformance import seeded
 from paged_checks import (
     CFG, one_block_pool, pool_arrays_problem, pool_walk_problem, raise_problem, unknown_block_problem,
 )
@@ -73,3 +76,10 @@ def test_one_block_pool_arrays_and_sizes(student: Any) -> None:
             f"{call} has n_blocks={pool.n_blocks!r}, block_size={pool.block_size!r}, num_free={pool.num_free!r}; "
             f"expected 1, {block_size} and 1: a pool of one block is valid, and every block starts free"
         )
+
+
+# Random calls with every kind of block id the stub speaks of (conformance_checks.py): after each
+# call every refcount and num_free must be what the rules give from the state before it.
+@pytest.mark.task("block_pool", points=1)
+def test_generated_calls_keep_the_rules(student: Any) -> None:
+    run_state_machine_as_test(seeded(pool_machine(student, with_sequences=False)), settings=PUBLIC_SETTINGS)

@@ -10,7 +10,10 @@ import functools
 from typing import Any
 
 import pytest
+from hypothesis.stateful import run_state_machine_as_test
 
+from conformance_checks import PUBLIC_SETTINGS, eviction_machine
+from kvlab.testing.conformance import seeded
 from eviction_checks import (
     CLASSES, GUARD_CAPACITY, SLOW_CAUSE, TIME_LIMIT_SECONDS, Script, base_growth_problem, error_problem, full_trace,
     guarded_sequence, script_problem, time_limit,
@@ -151,3 +154,12 @@ def test_cost_does_not_grow_with_capacity(student: Any, trace_blocks: list[int])
         problem = base_growth_problem(student, name, trace_blocks, probes, asked, sequence, seconds,
                                       3 * TIME_LIMIT_SECONDS)
         assert problem is None, problem
+
+
+# Random match / insert calls with empty, repeated, tuple and numpy-integer block lists
+# (conformance_checks.py): what follows from membership alone, after each call.
+@pytest.mark.task("eviction", points=1)
+@pytest.mark.parametrize("policy", ["lru", "lfu"])
+def test_generated_calls_keep_the_rules(student: Any, policy: str) -> None:
+    for capacity in (1, 3, None):
+        run_state_machine_as_test(seeded(eviction_machine(student, policy, capacity)), settings=PUBLIC_SETTINGS)

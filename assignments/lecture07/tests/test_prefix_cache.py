@@ -8,7 +8,10 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from hypothesis.stateful import run_state_machine_as_test
 
+from conformance_checks import PUBLIC_SETTINGS, prefix_machine
+from kvlab.testing.conformance import seeded
 from prefix_checks import pool_given_problem, prefix_walk_problem
 
 HELD = {"a": 1, "b": 1, "c": 1}
@@ -43,3 +46,10 @@ def test_clear_gives_back_the_references(student: Any) -> None:
 def test_cache_pool_is_the_pool_given(student: Any) -> None:
     problem = pool_given_problem(student, n_blocks=2, block_size=3)
     assert problem is None, problem
+
+
+# Random register / lookup / clear calls with empty, repeated and cached hashes (conformance_checks.py):
+# every lookup, len(cache) and refcount after each call.
+@pytest.mark.task("prefix_cache", points=1)
+def test_generated_calls_keep_the_rules(student: Any) -> None:
+    run_state_machine_as_test(seeded(prefix_machine(student)), settings=PUBLIC_SETTINGS)
