@@ -80,8 +80,12 @@ RULES: dict[str, Rule] = {
 
 # The machines' pool: few blocks of two slots, so random calls run out of blocks and reuse them often.
 N_BLOCKS, BLOCK_SIZE = 5, 2
-# Public runs (a student's make test); the hidden suite runs more.
-PUBLIC_SETTINGS = machine_settings(max_examples=25, steps=20)
+# Public runs (a student's make test); the hidden suite runs more and longer sequences.
+# Sized to the grading's time: each step is two round trips to the student's process when graded.
+PUBLIC_SETTINGS = machine_settings(max_examples=15, steps=15)
+HIDDEN_SETTINGS = machine_settings(max_examples=20, steps=20)
+# The eviction machines' capacities: the smallest, a few, and unlimited.
+CAPACITIES = (1, 2, 3, None)
 
 
 def block_arguments(n_blocks: int, numpy_known: bool = True) -> st.SearchStrategy[Any]:
@@ -416,9 +420,10 @@ def prefix_machine(student: Any) -> type[RuleBasedStateMachine]:
     return PrefixMachine
 
 
-def eviction_machine(student: Any, policy: str, capacity: int | None,
+def eviction_machine(student: Any, policy: str,
                      reference: Callable[[int | None], Any] | None = None) -> type[RuleBasedStateMachine]:
-    """LRUCache / LFUCache calls with block lists that are empty, repeated, tuples or numpy integers.
+    """LRUCache / LFUCache calls (at a capacity of CAPACITIES) with block lists that are empty,
+    repeated, tuples or numpy integers.
 
     After every call it reads `b in cache` for every block of the universe and len(cache). Without
     a `reference` it checks what the rules give from membership alone: match counts the leading
@@ -434,8 +439,9 @@ def eviction_machine(student: Any, policy: str, capacity: int | None,
     evicts = RULES["insert"] if policy == "lru" else RULES["lfu"]
 
     class EvictionMachine(RuleBasedStateMachine):
-        @initialize()
-        def start(self) -> None:
+        @initialize(capacity=st.sampled_from(CAPACITIES))
+        def start(self, capacity: int | None) -> None:
+            self.capacity = capacity
             self.cache = getattr(student.prefix_cache, cls)(capacity)
             self.reference = reference(capacity) if reference else None
             self.held: set[int] = set()
@@ -486,17 +492,17 @@ def eviction_machine(student: Any, policy: str, capacity: int | None,
             given = {int(b) for b in blocks}
             self.log.check(held <= before | given, call, f"afterwards the cache holds {sorted(held - before - given)}, "
                            "blocks neither held before nor inserted", RULES["insert"])
-            self.log.check(capacity is None or len(held) <= capacity, call,
-                           f"afterwards the cache holds {len(held)} blocks, more than its capacity {capacity}",
+            self.log.check(self.capacity is None or len(held) <= self.capacity, call,
+                           f"afterwards the cache holds {len(held)} blocks, more than its capacity {self.capacity}",
                            RULES["capacity"])
-            if capacity is None or len(before | given) <= capacity:
+            if self.capacity is None or len(before | given) <= self.capacity:
                 self.log.check(held == before | given, call, f"afterwards the cache holds {sorted(held)}; with room "
                                f"for every block nothing is evicted: the rule gives {sorted(before | given)}",
                                RULES["insert"])
             if blocks:
                 recent = list(dict.fromkeys(int(b) for b in reversed(blocks)))
-                kept = recent[:capacity] if policy == "lru" and capacity is not None else recent[:1]
-                if policy == "lru" and capacity is None:
+                kept = recent[:self.capacity] if policy == "lru" and self.capacity is not None else recent[:1]
+                if policy == "lru" and self.capacity is None:
                     kept = recent
                 self.log.check(set(kept) <= held, call, f"afterwards {sorted(set(kept) - held)} is not held; the "
                                "blocks just inserted are the most recently used", RULES["insert"])

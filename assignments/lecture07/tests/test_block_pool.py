@@ -34,13 +34,13 @@ POOL_WALK: tuple[tuple[str, dict[str, int], int], ...] = (
 )
 
 
-@pytest.mark.task("block_pool", points=1)
+@pytest.mark.task("block_pool", points=0.8)
 def test_allocate_incref_decref(student: Any) -> None:
     problem = pool_walk_problem(student, POOL_WALK, 3, block_size=4)
     assert problem is None, problem
 
 
-@pytest.mark.task("block_pool", points=1)
+@pytest.mark.task("block_pool", points=0.8)
 def test_out_of_blocks_and_double_free(student: Any) -> None:
     pool = student.paged_kv.BlockPool(CFG, 2, 4)
     blocks = [pool.allocate(), pool.allocate()]
@@ -54,7 +54,7 @@ def test_out_of_blocks_and_double_free(student: Any) -> None:
     assert problem is None, problem
 
 
-@pytest.mark.task("block_pool", points=1)
+@pytest.mark.task("block_pool", points=0.8)
 def test_unknown_block_raises_value_error(student: Any) -> None:
     pool = student.paged_kv.BlockPool(CFG, 2, 4)
     pool.allocate()
@@ -64,7 +64,7 @@ def test_unknown_block_raises_value_error(student: Any) -> None:
         assert problem is None, problem
 
 
-@pytest.mark.task("block_pool", points=1)
+@pytest.mark.task("block_pool", points=0.8)
 def test_one_block_pool_arrays_and_sizes(student: Any) -> None:
     # block_size 1 too: any block_size >= 1 is valid, one token slot per block.
     for block_size in (3, 1):

@@ -62,7 +62,7 @@ LFU_SCRIPT: Script = (
 )
 
 
-@pytest.mark.task("eviction", points=1)
+@pytest.mark.task("eviction", points=0.75)
 def test_lru_evicts_least_recently_used(student: Any) -> None:
     # `in` first: the script reads the contents with `in`, so a cache that counts it as a use fails there too.
     cache = student.prefix_cache.LRUCache(2)
@@ -79,13 +79,13 @@ def test_lru_evicts_least_recently_used(student: Any) -> None:
     assert problem is None, problem
 
 
-@pytest.mark.task("eviction", points=1)
+@pytest.mark.task("eviction", points=0.75)
 def test_lfu_evicts_least_frequently_used(student: Any) -> None:
     problem = script_problem(student, "lfu", 2, LFU_SCRIPT)
     assert problem is None, problem
 
 
-@pytest.mark.task("eviction", points=1)
+@pytest.mark.task("eviction", points=0.75)
 def test_make_cache_and_bad_arguments(student: Any) -> None:
     module = student.prefix_cache
     cases = {
@@ -126,7 +126,7 @@ def trace_blocks() -> list[int]:
 # the insert and of the questions after it is what counts: work an insert leaves for later calls
 # is timed with them. The same calls at capacity GROWTH_BASE_CAPACITY are the baseline of the
 # growth check (eviction_checks.base_growth_problem): the cost must not grow with the capacity.
-@pytest.mark.task("eviction", points=1)
+@pytest.mark.task("eviction", points=0.75)
 @pytest.mark.timeout(3 * TIME_LIMIT_SECONDS, method="signal", func_only=True)
 def test_cost_does_not_grow_with_capacity(student: Any, trace_blocks: list[int]) -> None:
     last = trace_blocks[-8:]
@@ -161,5 +161,4 @@ def test_cost_does_not_grow_with_capacity(student: Any, trace_blocks: list[int])
 @pytest.mark.task("eviction", points=1)
 @pytest.mark.parametrize("policy", ["lru", "lfu"])
 def test_generated_calls_keep_the_rules(student: Any, policy: str) -> None:
-    for capacity in (1, 3, None):
-        run_state_machine_as_test(seeded(eviction_machine(student, policy, capacity)), settings=PUBLIC_SETTINGS)
+    run_state_machine_as_test(seeded(eviction_machine(student, policy)), settings=PUBLIC_SETTINGS)

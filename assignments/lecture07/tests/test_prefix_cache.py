@@ -30,19 +30,19 @@ PREFIX_WALK: tuple[tuple[str, list[str] | None, dict[str, int], int], ...] = (
 )
 
 
-@pytest.mark.task("prefix_cache", points=1)
+@pytest.mark.task("prefix_cache", points=0.8)
 def test_register_then_lookup(student: Any) -> None:
     problem = prefix_walk_problem(student, PREFIX_WALK[:5], 5)
     assert problem is None, problem
 
 
-@pytest.mark.task("prefix_cache", points=1)
+@pytest.mark.task("prefix_cache", points=0.8)
 def test_clear_gives_back_the_references(student: Any) -> None:
     problem = prefix_walk_problem(student, PREFIX_WALK, 5)
     assert problem is None, problem
 
 
-@pytest.mark.task("prefix_cache", points=1)
+@pytest.mark.task("prefix_cache", points=0.8)
 def test_cache_pool_is_the_pool_given(student: Any) -> None:
     problem = pool_given_problem(student, n_blocks=2, block_size=3)
     assert problem is None, problem
