@@ -83,12 +83,12 @@ class BlockPool:
         """One user fewer; at refcount 0 the block is free again."""
         # BEGIN SOLUTION
         check_block_id(block, self.n_blocks)
+        block = int(block)  # a Python int on the free list, whatever integer type the caller passed
         if self._refs[block] == 0:
             raise ValueError(f"block {block} is free")
         self._refs[block] -= 1
         if self._refs[block] == 0:
-            # A Python int on the free list, whatever integer type the caller passed: allocate hands it out.
-            self._free.append(int(block))
+            self._free.append(block)
         # END SOLUTION
 
     def refcount(self, block: int) -> int:
