@@ -78,7 +78,7 @@ def kv_cache_machine(student: Any) -> type[RuleBasedStateMachine]:
             self.batch = batch
             self.cache = module.KVCache(cfg, batch, **kwargs)
             shape = (cfg.n_layers, batch, self.limit, cfg.n_kv_heads, cfg.d_head)
-            self.k, self.v = np.zeros(shape, self.dtype), np.zeros(shape, self.dtype)
+            self.keys, self.values = np.zeros(shape, self.dtype), np.zeros(shape, self.dtype)
             self.written = np.zeros((cfg.n_layers, self.limit), dtype=bool)
             self.length = 0
             named = ", ".join(f"{key}={'float32' if value is np.float32 else value}" for key, value in kwargs.items())
@@ -119,14 +119,14 @@ def kv_cache_machine(student: Any) -> type[RuleBasedStateMachine]:
                 return
             self.log.check(got.error is None, call, f"it {got.describe()}; length {self.length} + {T} is within "
                            f"max_seq {self.limit}", RULES["fill"] if end == self.limit else RULES["store"])
-            self.k[layer, :, self.length:end] = k
-            self.v[layer, :, self.length:end] = v
+            self.keys[layer, :, self.length:end] = k
+            self.values[layer, :, self.length:end] = v
             self.written[layer, self.length:end] = True
             pair = got.value
             self.log.check(isinstance(pair, (tuple, list)) and len(pair) == 2, call,
                            f"it returned {type(pair).__name__}; the rule gives a pair (K, V)", RULES["returns"])
             shape = (self.batch, end, cfg.n_kv_heads, cfg.d_head)
-            for name, array, stored in zip("KV", pair, (self.k, self.v)):
+            for name, array, stored in zip("KV", pair, (self.keys, self.values)):
                 self.log.check(isinstance(array, np.ndarray) and array.shape == shape, call,
                                f"its {name} is {type(array).__name__} of shape {getattr(array, 'shape', None)}; the rule "
                                f"gives an array of shape {shape}", RULES["returns"])

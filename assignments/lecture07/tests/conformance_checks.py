@@ -298,8 +298,9 @@ def pool_machine(student: Any, with_sequences: bool) -> type[RuleBasedStateMachi
                 return
             self.log.check(got.error is None and isinstance(got.value, (tuple, list)) and len(got.value) == 2, call,
                            f"it {got.describe()}; the rule gives a pair (block ids, offsets)", RULES["slots_empty"])
-            positions = np.arange(start, start + n)
-            want = (np.asarray(blocks, dtype=np.int64)[positions // size], positions % size)
+            wanted = range(start, start + n)  # position p: block blocks[p // size], offset p % size
+            want = (np.array([blocks[p // size] for p in wanted], dtype=np.int64), np.array([p % size for p in wanted],
+                                                                                           dtype=np.int64))
             for name, array, expected in zip(("block ids", "offsets"), got.value, want):
                 array = np.asarray(array)
                 self.log.check(array.shape == (n,) and np.issubdtype(array.dtype, np.integer), call,
