@@ -76,8 +76,9 @@ RULES: dict[str, Rule] = {
                                "exactly when its `block_hash` is not None."),
 }
 
-PUBLIC_SETTINGS = machine_settings(max_examples=15, steps=15)
-HIDDEN_SETTINGS = machine_settings(max_examples=25, steps=20)
+# Sized to the grading's time: each step is two round trips to the student's process when graded.
+PUBLIC_SETTINGS = machine_settings(max_examples=10, steps=12)
+HIDDEN_SETTINGS = machine_settings(max_examples=15, steps=15)
 
 # Prompts share these prefixes, so later requests hit blocks earlier ones cached.
 PREFIXES = ([7, 3, 9, 1], [7, 3, 9, 2, 2, 8], [5, 5, 5])
