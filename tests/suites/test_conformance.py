@@ -1,6 +1,7 @@
 """The conformance checks' rule tables (assignments/<id>/tests/conformance_checks.py, RULES) quote the
 stubs: each rule's sentence is in the docstring of the class or function it names, in the starter
-file students get, so a failure's quoted rule is the sentence the student reads."""
+file students get, so a failure's quoted rule is the sentence the student reads; and the first-catch
+record (tests/support/first_catch.py) reads that rule back from a failure's message."""
 from __future__ import annotations
 
 import ast
@@ -12,7 +13,10 @@ import pytest
 
 from autograder import corpus
 from autograder.assignment import discover, load_assignment
+from kvlab.testing.conformance import Outcome, Rule, Transcript
+from support import first_catch
 from support.repo import REPO
+from support.verdicts import Verdict
 
 TABLES = [a for a in discover(REPO) if (REPO / "assignments" / a / "tests" / "conformance_checks.py").is_file()]
 
@@ -49,3 +53,23 @@ def test_every_rule_quotes_its_stub(assignment: str) -> None:
         if text is None or corpus.normalized(rule.sentence) not in corpus.normalized(text):
             wrong.append(f"{key}: {rule.where} does not state {rule.sentence!r}")
     assert not wrong, f"{assignment}'s conformance rules quote no stub sentence:\n" + "\n".join(wrong)
+
+
+def test_a_failure_names_its_rule_for_the_first_catch_record() -> None:
+    # The record reads the quoted rule back from the message a conformance check writes.
+    rule = Rule("paged_kv.py:BlockPool", "A call that raises changes nothing.")
+    log = Transcript("pool = BlockPool(TINY, n_blocks=2, block_size=2)")
+    log.add("pool.decref(5)", Outcome(error=ValueError("unknown block 5")))
+    message = log.fail("pool.decref(5)", "afterwards num_free is 1; the rule gives 2", rule)
+    found = first_catch.first_catch([Verdict("3.1 test_generated_calls", "block_pool", 1.0, "failed", message, False)])
+    assert found == {"test": "test_generated_calls", "rule": rule.sentence, "task": "block_pool"}, found
+
+
+def test_a_move_to_another_rule_is_reported() -> None:
+    then = {"test": "test_walk", "rule": "", "task": "block_pool"}
+    same_rule = {"test": "test_generated", "rule": "A call that raises changes nothing.", "task": "block_pool"}
+    assert first_catch.moved(then, then) is None, "the same first test is no move"
+    assert first_catch.moved(then, same_rule), "another test first, where the record quotes no rule, is a move"
+    assert first_catch.moved(same_rule, {**same_rule, "test": "test_other"}) is None, "the same rule quoted is kept"
+    assert first_catch.moved(same_rule, {**same_rule, "rule": "Number of cached blocks."}), "another rule is a move"
+    assert first_catch.moved(then, None), "a bug no longer caught is reported"

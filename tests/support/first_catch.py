@@ -56,15 +56,15 @@ def first_catch(outcomes: Iterable[Verdict]) -> dict[str, str] | None:
 
 
 def moved(recorded: dict[str, str], now: dict[str, str] | None) -> str | None:
-    """None when `now` still catches the bug as recorded (the same test, or a test naming the same
-    rule); else what changed."""
+    """None when `now` still catches the bug as recorded, else what changed. A recorded catch that
+    quotes a rule (a conformance check's) must quote the same rule, in whatever test; one that
+    quotes none (a hand-written scenario's) must come from the same test."""
     if now is None:
         return f"it was caught first by {recorded['test']} and now passes every hidden test"
-    same_test = (now["task"], now["test"]) == (recorded["task"], recorded["test"])
-    if same_test or (recorded["rule"] and now["rule"] == recorded["rule"]):
+    if recorded["rule"] and now["rule"] == recorded["rule"]:
         return None
-    if not recorded["rule"] and now["rule"]:
-        return None  # a conformance check now catches it first, naming the rule where the scenario named none
+    if not recorded["rule"] and (now["task"], now["test"]) == (recorded["task"], recorded["test"]):
+        return None
     return (f"its first hidden failure moved from {recorded['test']} (rule: {recorded['rule'] or 'none quoted'}) to "
             f"{now['test']} (rule: {now['rule'] or 'none quoted'})")
 
