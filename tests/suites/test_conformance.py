@@ -13,7 +13,7 @@ import pytest
 
 from autograder import corpus
 from autograder.assignment import discover, load_assignment
-from kvlab.testing.conformance import Outcome, Rule, Transcript
+from kvlab.testing.conformance import Outcome, Rule, Transcript, run_given
 from support import first_catch
 from support.repo import REPO
 from support.verdicts import Verdict
@@ -73,3 +73,24 @@ def test_a_move_to_another_rule_is_reported() -> None:
     assert first_catch.moved(same_rule, {**same_rule, "test": "test_other"}) is None, "the same rule quoted is kept"
     assert first_catch.moved(same_rule, {**same_rule, "rule": "Number of cached blocks."}), "another rule is a move"
     assert first_catch.moved(then, None), "a bug no longer caught is reported"
+
+
+def test_a_run_reads_no_local_constants_and_writes_no_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The switch of kvlab.testing.conformance._no_local_constants, on the pinned Hypothesis's own names.
+    from hypothesis import given, strategies as st
+    from hypothesis.internal.conjecture import providers
+
+    assert callable(providers._get_local_constants) and hasattr(providers.CONSTANTS_CACHE, "cache"), (
+        "the pinned Hypothesis no longer has the names the conformance runs switch its local constants off with")
+    monkeypatch.chdir(tmp_path)
+    drawn: list[int] = []
+
+    @given(st.integers(0, 10**6))
+    def draw(value: int) -> None:
+        drawn.append(value)
+
+    run_given(draw)
+    first, drawn[:] = list(drawn), []
+    run_given(draw)
+    assert drawn == first, "two conformance runs of one test drew different values"
+    assert not list(tmp_path.iterdir()), f"a conformance run wrote {sorted(p.name for p in tmp_path.iterdir())}"

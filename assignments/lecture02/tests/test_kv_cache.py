@@ -12,10 +12,9 @@ from typing import Any
 
 import numpy as np
 import pytest
-from hypothesis.stateful import run_state_machine_as_test
 
 from conformance_checks import PUBLIC_SETTINGS, kv_cache_machine
-from kvlab.testing.conformance import seeded
+from kvlab.testing.conformance import run_machine
 from decode_checks import (
     CONFIGS, LENGTH, NBYTES, both_ways, exception_from, filling_problem, kv_chunk, nbytes_problem, past_limit_problem,
     returned_positions_problem, store_steps,
@@ -129,4 +128,4 @@ def test_update_past_max_seq_raises(student: Any, limit: str) -> None:
 # returns after each call.
 @pytest.mark.task("kv_cache", points=1)
 def test_generated_calls_keep_the_rules(student: Any) -> None:
-    run_state_machine_as_test(seeded(kv_cache_machine(student)), settings=PUBLIC_SETTINGS)
+    run_machine(kv_cache_machine(student), PUBLIC_SETTINGS)

@@ -10,10 +10,9 @@ import functools
 from typing import Any
 
 import pytest
-from hypothesis.stateful import run_state_machine_as_test
 
 from conformance_checks import PUBLIC_SETTINGS, eviction_machine
-from kvlab.testing.conformance import seeded
+from kvlab.testing.conformance import run_machine
 from eviction_checks import (
     CLASSES, GUARD_CAPACITY, SLOW_CAUSE, TIME_LIMIT_SECONDS, Script, base_growth_problem, error_problem, full_trace,
     guarded_sequence, script_problem, time_limit,
@@ -161,4 +160,4 @@ def test_cost_does_not_grow_with_capacity(student: Any, trace_blocks: list[int])
 @pytest.mark.task("eviction", points=1)
 @pytest.mark.parametrize("policy", ["lru", "lfu"])
 def test_generated_calls_keep_the_rules(student: Any, policy: str) -> None:
-    run_state_machine_as_test(seeded(eviction_machine(student, policy)), settings=PUBLIC_SETTINGS)
+    run_machine(eviction_machine(student, policy), PUBLIC_SETTINGS)

@@ -10,10 +10,9 @@ import functools
 from typing import Any
 
 import pytest
-from hypothesis.stateful import run_state_machine_as_test
 
 from conformance_checks import PUBLIC_SETTINGS, pool_machine
-from kvlab.testing.conformance import seeded
+from kvlab.testing.conformance import run_machine
 from kvlab.model import forward
 from paged_checks import (
     CFG, describe_error, free_order_problem, outcome, paged_logits_problem, params, raise_problem,
@@ -80,4 +79,4 @@ def test_slots_bounds_and_edges(student: Any) -> None:
 # arguments the stub names (conformance_checks.py): every refcount, blocks and length after each call.
 @pytest.mark.task("paged_sequence", points=1)
 def test_generated_calls_keep_the_rules(student: Any) -> None:
-    run_state_machine_as_test(seeded(pool_machine(student, with_sequences=True)), settings=PUBLIC_SETTINGS)
+    run_machine(pool_machine(student, with_sequences=True), PUBLIC_SETTINGS)

@@ -8,10 +8,9 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from hypothesis.stateful import run_state_machine_as_test
 
 from conformance_checks import PUBLIC_SETTINGS, prefix_machine
-from kvlab.testing.conformance import seeded
+from kvlab.testing.conformance import run_machine
 from prefix_checks import pool_given_problem, prefix_walk_problem
 
 HELD = {"a": 1, "b": 1, "c": 1}
@@ -52,4 +51,4 @@ def test_cache_pool_is_the_pool_given(student: Any) -> None:
 # every lookup, len(cache) and refcount after each call.
 @pytest.mark.task("prefix_cache", points=1)
 def test_generated_calls_keep_the_rules(student: Any) -> None:
-    run_state_machine_as_test(seeded(prefix_machine(student)), settings=PUBLIC_SETTINGS)
+    run_machine(prefix_machine(student), PUBLIC_SETTINGS)

@@ -9,10 +9,9 @@ from typing import Any
 
 import numpy as np
 import pytest
-from hypothesis.stateful import run_state_machine_as_test
 
 from conformance_checks import HIDDEN_SETTINGS, kv_cache_machine
-from kvlab.testing.conformance import seeded
+from kvlab.testing.conformance import run_machine
 from decode_checks import (
     CONFIGS, LENGTH, NBYTES, both_ways, describe, exception_from, filling_problem, forward_with_cache_problem, kv_chunk,
     nbytes_problem, params_for, past_limit_problem, prompt_for, returned_positions_problem, store_steps,
@@ -180,4 +179,4 @@ def test_forward_with_cache_matches_no_cache(student: Any, config: str, batch: i
 # longer sequences than the public run.
 @pytest.mark.task("kv_cache", points=3)
 def test_generated_calls_match_the_rules(student: Any) -> None:
-    run_state_machine_as_test(seeded(kv_cache_machine(student)), settings=HIDDEN_SETTINGS)
+    run_machine(kv_cache_machine(student), HIDDEN_SETTINGS)

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from conformance_checks import bytes_property
-from kvlab.testing.conformance import seeded
+from kvlab.testing.conformance import run_given
 from decode_checks import bytes_problem
 from kvlab.testing.draws import drawn
 
@@ -88,4 +88,4 @@ def test_cache_bytes_defaults_to_two_bytes(student: Any) -> None:
 # The formulas on generated arguments (conformance_checks.py), more of them than the public run.
 @pytest.mark.task("kv_memory", points=1)
 def test_generated_arguments_keep_the_formulas(student: Any) -> None:
-    seeded(bytes_property(student, max_examples=30))()
+    run_given(bytes_property(student, max_examples=30))

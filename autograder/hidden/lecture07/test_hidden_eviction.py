@@ -8,10 +8,9 @@ import functools
 from typing import Any
 
 import pytest
-from hypothesis.stateful import run_state_machine_as_test
 
 from conformance_checks import HIDDEN_SETTINGS, eviction_machine
-from kvlab.testing.conformance import seeded
+from kvlab.testing.conformance import run_machine
 from _eviction_checks import GUARD_SECONDS, LFU_SCRIPT, LRU_SCRIPT, REFERENCES, TINY_SCRIPT, replay_problem
 from eviction_checks import (
     CLASSES, GUARD_CAPACITY, SLOW_CAUSE, Script, base_growth_problem, error_problem, full_trace, guarded_sequence,
@@ -179,4 +178,4 @@ def test_cost_does_not_grow_with_capacity(student: Any, policy: str, trace_block
 @pytest.mark.parametrize("policy", ["lru", "lfu"])
 def test_generated_calls_match_the_reference(student: Any, policy: str) -> None:
     machine = eviction_machine(student, policy, reference=REFERENCES[policy])
-    run_state_machine_as_test(seeded(machine), settings=HIDDEN_SETTINGS)
+    run_machine(machine, HIDDEN_SETTINGS)

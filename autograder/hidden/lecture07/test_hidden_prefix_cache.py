@@ -5,10 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from hypothesis.stateful import run_state_machine_as_test
 
 from conformance_checks import HIDDEN_SETTINGS, prefix_machine
-from kvlab.testing.conformance import seeded
+from kvlab.testing.conformance import run_machine
 from prefix_checks import pool_given_problem, prefix_walk_problem
 
 WALK_BLOCKS = 6
@@ -57,4 +56,4 @@ def test_cache_pool_is_the_pool_given(student: Any) -> None:
 # after each call, more and longer sequences than the public run.
 @pytest.mark.task("prefix_cache", points=1)
 def test_generated_calls_match_the_rules(student: Any) -> None:
-    run_state_machine_as_test(seeded(prefix_machine(student)), settings=HIDDEN_SETTINGS)
+    run_machine(prefix_machine(student), HIDDEN_SETTINGS)

@@ -7,11 +7,10 @@ from typing import Any
 
 import numpy as np
 import pytest
-from hypothesis.stateful import run_state_machine_as_test
 
 from _manager_checks import RefManager, chained_hashes, edge_problem, walk_problem
 from conformance_checks import HIDDEN_SETTINGS, manager_machine
-from kvlab.testing.conformance import seeded
+from kvlab.testing.conformance import run_machine
 from cost_checks import pool_cost_problem
 from kvlab.testing.draws import drawn
 
@@ -204,4 +203,4 @@ def test_cost_does_not_grow_with_the_pool(student: Any) -> None:
 @pytest.mark.task("prefix_hits", points=2)
 def test_generated_calls_match_the_reference(student: Any) -> None:
     machine = manager_machine(student, with_append=False, reference=RefManager)
-    run_state_machine_as_test(seeded(machine), settings=HIDDEN_SETTINGS)
+    run_machine(machine, HIDDEN_SETTINGS)
