@@ -33,7 +33,7 @@ import numpy as np
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, precondition, rule
 
-from kvlab.testing.conformance import Outcome, Rule, Transcript, machine_settings, outcome_of, raised
+from kvlab.testing.conformance import Rule, Transcript, machine_settings, outcome_of, raised
 
 MANAGER = "block_manager.py:BlockManager"
 
