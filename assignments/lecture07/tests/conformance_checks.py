@@ -88,8 +88,11 @@ N_BLOCKS, BLOCK_SIZE = 5, 2
 # Sized to the grading's time: each step is two round trips to the student's process when graded.
 PUBLIC_SETTINGS = machine_settings(max_examples=15, steps=15)
 HIDDEN_SETTINGS = machine_settings(max_examples=20, steps=20)
-# The eviction machines' capacities: the smallest, a few, and unlimited.
+# The eviction machines' capacities, one machine each: the smallest, a few, and unlimited; and their
+# runs, shorter than the others' (four machines per policy).
 CAPACITIES = (1, 2, 3, None)
+EVICTION_PUBLIC_SETTINGS = machine_settings(max_examples=6, steps=12)
+EVICTION_HIDDEN_SETTINGS = machine_settings(max_examples=8, steps=15)
 
 
 def block_arguments(n_blocks: int, numpy_known: bool = True) -> st.SearchStrategy[Any]:
@@ -425,10 +428,10 @@ def prefix_machine(student: Any) -> type[RuleBasedStateMachine]:
     return PrefixMachine
 
 
-def eviction_machine(student: Any, policy: str,
+def eviction_machine(student: Any, policy: str, capacity: int | None,
                      reference: Callable[[int | None], Any] | None = None) -> type[RuleBasedStateMachine]:
-    """LRUCache / LFUCache calls (at a capacity of CAPACITIES) with block lists that are empty,
-    repeated, tuples or numpy integers.
+    """LRUCache / LFUCache calls at `capacity` with block lists that are empty, repeated, tuples or
+    numpy integers.
 
     After every call it reads `b in cache` for every block of the universe and len(cache). Without
     a `reference` it checks what the rules give from membership alone: match counts the leading
@@ -437,15 +440,15 @@ def eviction_machine(student: Any, policy: str,
     last `capacity` distinct blocks). With one (the hidden suite's trusted cache) every answer
     must equal the reference's.
     """
-    universe = list(range(6))
+    universe = list(range(5))
     cls = {"lru": "LRUCache", "lfu": "LFUCache"}[policy]
     ids = st.one_of(st.sampled_from(universe), st.sampled_from(universe).map(np.int64))
-    block_lists = st.lists(ids, max_size=6)
+    block_lists = st.lists(ids, max_size=4)
     evicts = RULES["insert"] if policy == "lru" else RULES["lfu"]
 
     class EvictionMachine(RuleBasedStateMachine):
-        @initialize(capacity=st.sampled_from(CAPACITIES))
-        def start(self, capacity: int | None) -> None:
+        @initialize()
+        def start(self) -> None:
             self.capacity = capacity
             self.cache = getattr(student.prefix_cache, cls)(capacity)
             self.reference = reference(capacity) if reference else None

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from conformance_checks import PUBLIC_SETTINGS, eviction_machine
+from conformance_checks import CAPACITIES, EVICTION_PUBLIC_SETTINGS, eviction_machine
 from kvlab.testing.conformance import run_machine
 from eviction_checks import (
     CLASSES, GUARD_CAPACITY, SLOW_CAUSE, TIME_LIMIT_SECONDS, Script, base_growth_problem, error_problem, full_trace,
@@ -160,4 +160,5 @@ def test_cost_does_not_grow_with_capacity(student: Any, trace_blocks: list[int])
 @pytest.mark.task("eviction", points=1)
 @pytest.mark.parametrize("policy", ["lru", "lfu"])
 def test_generated_calls_keep_the_rules(student: Any, policy: str) -> None:
-    run_machine(eviction_machine(student, policy), PUBLIC_SETTINGS)
+    for capacity in CAPACITIES:
+        run_machine(eviction_machine(student, policy, capacity), EVICTION_PUBLIC_SETTINGS)

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from conformance_checks import HIDDEN_SETTINGS, eviction_machine
+from conformance_checks import CAPACITIES, EVICTION_HIDDEN_SETTINGS, eviction_machine
 from kvlab.testing.conformance import run_machine
 from _eviction_checks import GUARD_SECONDS, LFU_SCRIPT, LRU_SCRIPT, REFERENCES, TINY_SCRIPT, replay_problem
 from eviction_checks import (
@@ -177,5 +177,5 @@ def test_cost_does_not_grow_with_capacity(student: Any, policy: str, trace_block
 @pytest.mark.task("eviction", points=1)
 @pytest.mark.parametrize("policy", ["lru", "lfu"])
 def test_generated_calls_match_the_reference(student: Any, policy: str) -> None:
-    machine = eviction_machine(student, policy, reference=REFERENCES[policy])
-    run_machine(machine, HIDDEN_SETTINGS)
+    for capacity in CAPACITIES:
+        run_machine(eviction_machine(student, policy, capacity, reference=REFERENCES[policy]), EVICTION_HIDDEN_SETTINGS)
