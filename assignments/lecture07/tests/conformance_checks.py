@@ -86,13 +86,13 @@ RULES: dict[str, Rule] = {
 N_BLOCKS, BLOCK_SIZE = 5, 2
 # Public runs (a student's make test); the hidden suite runs more and longer sequences.
 # Sized to the grading's time: each step is two round trips to the student's process when graded.
-PUBLIC_SETTINGS = machine_settings(max_examples=15, steps=15)
-HIDDEN_SETTINGS = machine_settings(max_examples=20, steps=20)
+PUBLIC_SETTINGS = machine_settings(max_examples=12, steps=15)
+HIDDEN_SETTINGS = machine_settings(max_examples=15, steps=20)
 # The eviction machines' capacities, one machine each: the smallest, a few, and unlimited; and their
 # runs, shorter than the others' (four machines per policy).
 CAPACITIES = (1, 2, 3, None)
-EVICTION_PUBLIC_SETTINGS = machine_settings(max_examples=6, steps=12)
-EVICTION_HIDDEN_SETTINGS = machine_settings(max_examples=8, steps=15)
+EVICTION_PUBLIC_SETTINGS = machine_settings(max_examples=4, steps=10)
+EVICTION_HIDDEN_SETTINGS = machine_settings(max_examples=6, steps=12)
 
 
 def block_arguments(n_blocks: int, numpy_known: bool = True) -> st.SearchStrategy[Any]:
