@@ -11,8 +11,9 @@ The package holds everything the tests need and students' own code never does, o
 module imports no pytest, because the sandbox's worker imports `probe`, `drills` and `store_loan`,
 and so this package, with numpy as its only package), `surface` (what both `student` fixtures
 offer, each call's contract stated once), `compare` (comparison helpers that write the failure
-messages; the logit tolerances), `draws` (seeded draws for hidden checks), `probe` (many questions to student objects in
-one round trip), `drills` (the free queues module 6's cost guards churn), `store_loan` (a
+messages; the logit tolerances), `draws` (seeded draws for hidden checks), `conformance`
+(generated call sequences checked against the rules they break), `probe` (many questions to
+student objects in one round trip), `drills` (the free queues module 6's cost guards churn), `store_loan` (a
 MemoryStore lent to the student's process) and `freshwire` (the tagged JSON of `fresh_call`).
 """
 from __future__ import annotations

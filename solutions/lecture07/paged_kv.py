@@ -83,6 +83,7 @@ class BlockPool:
         """One user fewer; at refcount 0 the block is free again."""
         # BEGIN SOLUTION
         check_block_id(block, self.n_blocks)
+        block = int(block)  # a Python int on the free list, whatever integer type the caller passed
         if self._refs[block] == 0:
             raise ValueError(f"block {block} is free")
         self._refs[block] -= 1

@@ -20,6 +20,7 @@ import pytest
 
 from autograder import corpus
 from autograder.harness.run import CALL_TIMEOUT_ENV
+from support import first_catch
 from support.checks import check_modes_agree, fails_a_public_test
 from support.graders import Graders, Job, JobResults
 from support.suite import suites
@@ -148,6 +149,19 @@ def test_bug_loses_points_with_a_message_naming_it(assignment: str, bug: corpus.
     assert bug.names_concept(first.message), (
         f"the first hidden test {about} fails does not name it: its message contains none of {list(bug.expect)}:\n"
         f"{listing([first])}")
+
+
+@pytest.mark.parametrize(("assignment", "bug"), BUG_PARAMS)
+def test_bug_keeps_its_first_catch(assignment: str, bug: corpus.Bug,
+                                   gradings: dict[tuple[str, str], Future[JobResults]]) -> None:
+    # No catch is lost: the recorded first hidden failure (support.first_catch) still comes from the
+    # same test, or from one whose message quotes the same rule.
+    recorded = first_catch.load(assignment, "corpus")
+    assert bug.name in recorded, (f"{assignment} corpus bug {bug.name} has no first-catch record; "
+                                  f"run `python -m tools.first_catch {assignment}`")
+    change = first_catch.moved(recorded[bug.name], first_catch.first_catch(outcomes(gradings, assignment, bug.name)))
+    assert change is None, (f"{assignment} corpus bug {bug.name}: {change} (rerun `python -m tools.first_catch "
+                            f"{assignment}` if the move is meant)")
 
 
 @pytest.mark.parametrize(("assignment", "bug"), [p for p in BUG_PARAMS if not p.values[1].public_blind])

@@ -30,6 +30,7 @@ import pytest
 
 from autograder import mutants
 from autograder.harness.run import CALL_TIMEOUT_ENV
+from support import first_catch
 from support.checks import (
     check_asserts_have_messages, check_catalog, check_modes_agree, check_mutant_caught, check_points_add_up,
     check_solution_passes, fails_a_public_test,
@@ -204,6 +205,20 @@ def test_mutant_is_caught(assignment: str, mutant: mutants.Mutant,
     check_mutant_caught(SUITES[assignment], mutant, grade.outcomes("inprocess"))
     if mutant.name in sandboxed(assignment):
         check_modes_agree(grade)
+
+
+@pytest.mark.parametrize(("assignment", "mutant"), MUTANTS)
+def test_mutant_keeps_its_first_catch(assignment: str, mutant: mutants.Mutant,
+                                      gradings: dict[tuple[str, str], Future[JobResults]]) -> None:
+    # No catch is lost: the recorded first hidden failure (support.first_catch) still comes from the
+    # same test, or from one whose message quotes the same rule.
+    recorded = first_catch.load(assignment, "catalog")
+    assert mutant.name in recorded, (f"{assignment} mutant {mutant.name} has no first-catch record; "
+                                     f"run `python -m tools.first_catch {assignment}`")
+    now = first_catch.first_catch(graded(gradings, assignment, mutant.name).outcomes("inprocess"))
+    change = first_catch.moved(recorded[mutant.name], now)
+    assert change is None, (f"{assignment} mutant {mutant.name}: {change} (rerun `python -m tools.first_catch "
+                            f"{assignment}` if the move is meant)")
 
 
 @pytest.mark.parametrize(("assignment", "mutant"), [p for p in MUTANTS if not p.values[1].public_blind])

@@ -9,6 +9,8 @@ from typing import Any
 
 import pytest
 
+from conformance_checks import CAPACITIES, EVICTION_HIDDEN_SETTINGS, eviction_machine
+from kvlab.testing.conformance import run_machine
 from _eviction_checks import GUARD_SECONDS, LFU_SCRIPT, LRU_SCRIPT, REFERENCES, TINY_SCRIPT, replay_problem
 from eviction_checks import (
     CLASSES, GUARD_CAPACITY, SLOW_CAUSE, Script, base_growth_problem, error_problem, full_trace, guarded_sequence,
@@ -24,7 +26,7 @@ GUARD_PROBES, GUARD_PROBE_BLOCKS, GUARD_ASKED = 40, 8, 200
 
 # First of the eviction tests: the others read a cache's contents with `in`, so a cache that counts
 # asking as a use fails them too, with messages about the eviction order; this one names the cause.
-@pytest.mark.task("eviction", points=1)
+@pytest.mark.task("eviction", points=0.75)
 def test_membership_is_not_a_use(student: Any) -> None:
     for name in CLASSES.values():
         # Without asking, 3 evicts 1 (inserted before 2; for LFU the tie at one use goes to 1 too).
@@ -50,21 +52,21 @@ def test_membership_is_not_a_use(student: Any) -> None:
         )
 
 
-@pytest.mark.task("eviction", points=1)
+@pytest.mark.task("eviction", points=0.75)
 @pytest.mark.parametrize(("policy", "script"), [("lru", LRU_SCRIPT), ("lfu", LFU_SCRIPT)], ids=["lru", "lfu"])
 def test_scripted_eviction_order(student: Any, policy: str, script: Script) -> None:
     problem = script_problem(student, policy, 3, script, reveal=False)
     assert problem is None, problem
 
 
-@pytest.mark.task("eviction", points=1)
+@pytest.mark.task("eviction", points=0.75)
 @pytest.mark.parametrize("policy", ["lru", "lfu"])
 def test_capacity_one(student: Any, policy: str) -> None:
     problem = script_problem(student, policy, 1, TINY_SCRIPT, reveal=False)
     assert problem is None, problem
 
 
-@pytest.mark.task("eviction", points=1)
+@pytest.mark.task("eviction", points=0.75)
 def test_capacity_none_is_unlimited(student: Any) -> None:
     n = 3000
     for name in CLASSES.values():
@@ -77,7 +79,7 @@ def test_capacity_none_is_unlimited(student: Any) -> None:
         )
 
 
-@pytest.mark.task("eviction", points=1)
+@pytest.mark.task("eviction", points=0.75)
 def test_make_cache_gives_the_policy(student: Any) -> None:
     # 2 is used last but 1 is used most: LRU evicts 1, LFU evicts 2.
     for policy, want in (("lru", [2, 3]), ("lfu", [1, 3])):
@@ -94,7 +96,7 @@ def test_make_cache_gives_the_policy(student: Any) -> None:
         )
 
 
-@pytest.mark.task("eviction", points=1)
+@pytest.mark.task("eviction", points=0.75)
 def test_bad_policy_or_capacity_raises(student: Any) -> None:
     module = student.prefix_cache
     cases = {
@@ -113,7 +115,7 @@ def test_bad_policy_or_capacity_raises(student: Any) -> None:
         assert problem is None, problem
 
 
-@pytest.mark.task("eviction", points=1)
+@pytest.mark.task("eviction", points=0.75)
 @pytest.mark.parametrize("policy", ["lru", "lfu"])
 def test_random_calls_match_reference(student: Any, policy: str) -> None:
     # Drawn per grading run: the expected contents a failure shows cannot be collected and replayed.
@@ -133,7 +135,7 @@ def trace_blocks() -> list[int]:
 # wall-clock backstop (a call that sleeps); the verdict is the CPU time, which another job on the
 # machine does not stretch: at most GUARD_SECONDS, and at most eviction_checks.growth_problem's
 # limit more than the same calls at capacity GROWTH_BASE_CAPACITY (the cost must not grow with it).
-@pytest.mark.task("eviction", points=1)
+@pytest.mark.task("eviction", points=0.75)
 @pytest.mark.timeout(2 * GUARD_SECONDS, method="signal", func_only=True)
 @pytest.mark.parametrize("policy", ["lru", "lfu"])
 def test_cost_does_not_grow_with_capacity(student: Any, policy: str, trace_blocks: list[int]) -> None:
@@ -168,3 +170,12 @@ def test_cost_does_not_grow_with_capacity(student: Any, policy: str, trace_block
     problem = base_growth_problem(student, CLASSES[policy], trace_blocks, probes, asked, sequence, seconds,
                                   2 * GUARD_SECONDS)
     assert problem is None, problem
+
+
+# Generated match / insert calls with empty, repeated, tuple and numpy-integer block lists, side by
+# side with the trusted reference cache (its membership and match results after every call).
+@pytest.mark.task("eviction", points=1)
+@pytest.mark.parametrize("policy", ["lru", "lfu"])
+def test_generated_calls_match_the_reference(student: Any, policy: str) -> None:
+    for capacity in CAPACITIES:
+        run_machine(eviction_machine(student, policy, capacity, reference=REFERENCES[policy]), EVICTION_HIDDEN_SETTINGS)

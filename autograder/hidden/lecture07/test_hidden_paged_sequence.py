@@ -10,6 +10,8 @@ import numpy as np
 import pytest
 from hypothesis.stateful import run_state_machine_as_test
 
+from conformance_checks import HIDDEN_SETTINGS, pool_machine as pool_machine_conformance
+from kvlab.testing.conformance import run_machine
 from paged_checks import (
     CFG, MACHINE_SETTINGS, describe_error, free_order_problem, outcome, paged_logits_problem, params, pool_machine,
     raise_problem, sequence_walk_problem, slots_edge_problem, slots_problem, tokens_for,
@@ -42,7 +44,7 @@ SEQUENCE_WALK: tuple[tuple[str, dict[str, tuple[int, list[int]]], dict[str, int]
 )
 
 
-@pytest.mark.task("paged_sequence", points=3)
+@pytest.mark.task("paged_sequence", points=2.4)
 def test_sequence_walk(student: Any) -> None:
     problem = sequence_walk_problem(student, SEQUENCE_WALK, WALK_BLOCKS, WALK_BLOCK_SIZE, reveal=False)
     assert problem is None, problem
@@ -51,7 +53,7 @@ def test_sequence_walk(student: Any) -> None:
     assert problem is None, problem
 
 
-@pytest.mark.task("paged_sequence", points=1)
+@pytest.mark.task("paged_sequence", points=0.8)
 @pytest.mark.parametrize("held", [0, 1], ids=["new_sequence", "sequence_with_a_block"])
 def test_reserve_is_all_or_nothing(student: Any, held: int) -> None:
     pool = student.paged_kv.BlockPool(CFG, 4, 2)
@@ -76,7 +78,7 @@ def test_reserve_is_all_or_nothing(student: Any, held: int) -> None:
     )
 
 
-@pytest.mark.task("paged_sequence", points=1)
+@pytest.mark.task("paged_sequence", points=0.8)
 def test_slots_across_block_boundaries(student: Any) -> None:
     pool = student.paged_kv.BlockPool(CFG, 8, 4)
     a, b = student.paged_kv.PagedSequence(pool), student.paged_kv.PagedSequence(pool)
@@ -106,7 +108,7 @@ def test_slots_across_block_boundaries(student: Any) -> None:
             assert problem is None, problem
 
 
-@pytest.mark.task("paged_sequence", points=1)
+@pytest.mark.task("paged_sequence", points=0.8)
 @pytest.mark.parametrize("block_size", [1, 16, 64])
 def test_paged_logits_equal_dense(student: Any, block_size: int) -> None:
     weights = params()
@@ -140,7 +142,7 @@ def test_paged_logits_equal_dense(student: Any, block_size: int) -> None:
     assert lengths == want_lengths, f"after the prefill and {n_decode} decode steps the lengths are {lengths}; expected {want_lengths}"
 
 
-@pytest.mark.task("paged_sequence", points=1)
+@pytest.mark.task("paged_sequence", points=0.8)
 def test_slots_edges(student: Any) -> None:
     pool = student.paged_kv.BlockPool(CFG, 5, 3)
     seq = student.paged_kv.PagedSequence(pool)
@@ -152,6 +154,13 @@ def test_slots_edges(student: Any) -> None:
     assert problem is None, problem
 
 
-@pytest.mark.task("paged_sequence", points=2)
+@pytest.mark.task("paged_sequence", points=1.6)
 def test_sequence_state_machine(student: Any) -> None:
     run_state_machine_as_test(pool_machine(student, with_sequences=True), settings=MACHINE_SETTINGS)
+
+
+# Generated reserve / paged_step / slots / free calls with the edge arguments the stub names
+# (conformance_checks.py), more and longer sequences than the public run.
+@pytest.mark.task("paged_sequence", points=2)
+def test_generated_calls_match_the_rules(student: Any) -> None:
+    run_machine(pool_machine_conformance(student, with_sequences=True), HIDDEN_SETTINGS)

@@ -6,6 +6,8 @@ from typing import Any
 
 import pytest
 
+from conformance_checks import HIDDEN_SETTINGS, prefix_machine
+from kvlab.testing.conformance import run_machine
 from prefix_checks import pool_given_problem, prefix_walk_problem
 
 WALK_BLOCKS = 6
@@ -38,13 +40,20 @@ PREFIX_WALK: tuple[tuple[str, list[str] | None, dict[str, int], int], ...] = (
 )
 
 
-@pytest.mark.task("prefix_cache", points=6)
+@pytest.mark.task("prefix_cache", points=4.8)
 def test_prefix_cache_walk(student: Any) -> None:
     problem = prefix_walk_problem(student, PREFIX_WALK, WALK_BLOCKS, reveal=False)
     assert problem is None, problem
 
 
-@pytest.mark.task("prefix_cache", points=1)
+@pytest.mark.task("prefix_cache", points=0.8)
 def test_cache_pool_is_the_pool_given(student: Any) -> None:
     problem = pool_given_problem(student, n_blocks=3, block_size=2)
     assert problem is None, problem
+
+
+# Generated register / lookup / clear calls (conformance_checks.py): every lookup, len and refcount
+# after each call, more and longer sequences than the public run.
+@pytest.mark.task("prefix_cache", points=1)
+def test_generated_calls_match_the_rules(student: Any) -> None:
+    run_machine(prefix_machine(student), HIDDEN_SETTINGS)
