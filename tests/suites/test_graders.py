@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from support.checks import check_modes_agree
-from support.graders import MODES, Graders, Job, JobResults
+from support.graders import BACKENDS, Graders, Job, JobResults
 from support.repo import REPO
 from support.suite import HIDDEN_MARK
 
@@ -25,7 +25,7 @@ def test_a_job_that_overruns_fails_alone(tmp_path: Path) -> None:
             graders.futures["lecture02", "overruns"].result(timeout=240)
         for label in ("first", "second"):
             graded = graders.futures["lecture02", label].result(timeout=240)
-            for mode in MODES:
+            for mode in BACKENDS:
                 assert graded.results[mode]["score"] == 0 and graded.outcomes(mode), (
                     f"{label} ({mode}): the starter should be graded, 0 points: {graded.results[mode]['output']}")
     finally:

@@ -35,7 +35,7 @@ from support.checks import (
     check_asserts_have_messages, check_catalog, check_modes_agree, check_mutant_caught, check_points_add_up,
     check_solution_passes, fails_a_public_test,
 )
-from support.graders import MODES, Graders, Job, JobResults
+from support.graders import BACKENDS, Graders, Job, JobResults
 from support.repo import REPO
 from support.suite import Suite, suites, task_markers
 from support.tiers import FULL, params_of, sample, selected
@@ -92,7 +92,7 @@ def gradings(request: pytest.FixtureRequest,
                 submission = mutants.apply(mutant, suite.assignment.solution, folder / "submission")
                 limit = {} if mutant.call_timeout is None else {CALL_TIMEOUT_ENV: str(mutant.call_timeout)}
                 jobs.append(Job(name, mutant.name, submission, root, folder, suite.checks.run_seconds,
-                                {**env, **limit}, modes=MODES if mutant.name in both else ("inprocess",)))
+                                {**env, **limit}, modes=BACKENDS if mutant.name in both else ("inprocess",)))
     graders = Graders(sorted(jobs, key=longest_first))
     yield graders.futures
     # Leaving early (an interrupted session) must not wait for the runs nobody will read.
@@ -132,7 +132,7 @@ ASSIGNMENTS = pytest.mark.parametrize("assignment", sorted(SUITES))
 
 
 @ASSIGNMENTS
-@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("mode", BACKENDS)
 def test_solution_passes_every_test(graded_baseline: dict[str, JobResults], mode: str) -> None:
     check_solution_passes(graded_baseline["reference"].outcomes(mode))
 
@@ -143,7 +143,7 @@ def test_points_add_up_to_assignment_json(assignment: str, graded_baseline: dict
 
 
 @ASSIGNMENTS
-@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("mode", BACKENDS)
 def test_starter_fails_every_test_not_implemented(graded_baseline: dict[str, JobResults], mode: str) -> None:
     starter = graded_baseline["starter"]
     assert_all_not_implemented(starter.outcomes(mode), starter.results[mode]["output"])

@@ -26,7 +26,7 @@ from unittest import mock
 
 from autograder.harness.run import run
 
-MODES = ("sandbox", "inprocess")
+BACKENDS = ("sandbox", "inprocess")
 
 
 def unload(folder: Path) -> None:
@@ -43,7 +43,7 @@ def grade(job: dict[str, Any]) -> None:
     out = Path(job["out"])
     out.mkdir(parents=True, exist_ok=True)
     with mock.patch.dict(os.environ, job["env"]):
-        for mode in (mode for mode in MODES if mode in job["modes"]):
+        for mode in (mode for mode in BACKENDS if mode in job["modes"]):
             with open(out / f"{mode}.log", "w", encoding="utf-8") as log, \
                     contextlib.redirect_stdout(log), contextlib.redirect_stderr(log):
                 run(job["assignment"], submission, out / f"{mode}.json", mode=mode,

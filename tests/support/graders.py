@@ -25,8 +25,9 @@ from support.repo import REPO
 from support.suite import HIDDEN_MARK
 from support.verdicts import Verdict
 
-# The grader's modes, in the order a batch runs them.
-MODES = ("sandbox", "inprocess")
+# The grader's backends (autograder.harness.run's `mode`), in the order a batch runs them; the
+# four ways a course grades are support.grading_modes.MODES.
+BACKENDS = ("sandbox", "inprocess")
 
 
 @dataclass(frozen=True)
@@ -40,7 +41,7 @@ class Job:
     out: Path
     seconds: float  # how long its two runs may take
     env: dict[str, str]  # environment variables of its gradings (the stand-in traces)
-    modes: tuple[str, ...] = MODES  # the modes it is graded in
+    modes: tuple[str, ...] = BACKENDS  # the modes it is graded in
 
 
 @dataclass(frozen=True)
