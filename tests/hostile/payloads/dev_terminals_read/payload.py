@@ -7,7 +7,7 @@ import os as _os
 _opened = []
 try:
     _own = _os.open("/dev/ptmx", _os.O_RDWR | _os.O_NOCTTY)
-    _own_name = _os.ptsname(_own) if hasattr(_os, "ptsname") else ""
+    _own_name = getattr(_os, "ptsname", lambda fd: "")(_own)  # os.ptsname: Python 3.13+
 except OSError:
     _own_name = ""
 try:
