@@ -44,9 +44,11 @@ bytecode: venv
 traces: venv
 	$(PY) -m tools.traces
 
-# A new assignment from tools/assignment_template (its solution, starter, tests, catalog, handout, demo).
+# A new assignment from tools/assignment_template (its solution, starter, tests, catalog, handout, demo),
+# and the record of which test first catches each of its mutants (tools/first_catch.py).
 new: venv
 	$(PY) -m tools.new_assignment $(if $(filter command line,$(origin A)),$(A),$(error make new needs A=<id>))
+	$(PY) -m tools.first_catch $(A)
 
 starter: venv
 	$(PY) -m tools.make_starter

@@ -20,6 +20,7 @@ TESTS = Path(__file__).resolve().parents[1] / "tests"
 if str(TESTS) not in sys.path:
     sys.path.insert(0, str(TESTS))
 
+from autograder import corpus  # noqa: E402
 from support import first_catch  # noqa: E402 - found through the tests folder added above
 from support.graders import Graders  # noqa: E402
 from support.suite import suites  # noqa: E402
@@ -35,6 +36,8 @@ def main(argv: list[str] | None = None) -> int:
         batches = {}
         for assignment in args.assignments:
             for kind in args.kind or first_catch.KINDS:
+                if kind == "corpus" and not corpus.folder(assignment).is_dir():
+                    continue  # an assignment without a blind corpus yet (`make new`'s)
                 batches[assignment, kind] = first_catch.jobs(known[assignment], kind, Path(scratch) / assignment / kind)
         every = [job for batch in batches.values() for job in batch]
         graders = Graders(sorted(every, key=lambda job: job.label))

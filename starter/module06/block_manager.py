@@ -173,10 +173,11 @@ class BlockManager:
         """Add `tokens` (decoded ones, whose KV the engine computes next) to a running request.
 
         Returns the ids of the blocks newly allocated for them, in position order ([] when the
-        request's last block has room, and for tokens == []: no token, no change), or None, changing nothing, when more blocks are needed than
-        are free. New blocks come from the free queue's head as in `allocate` (lazy eviction). With
-        caching on, every block that these tokens make full is hashed, chained on the request's
-        previous full block, and enters the prefix cache unless its hash is already there.
+        request's last block has room, and for tokens == []: no token, no change), or None,
+        changing nothing, when more blocks are needed than are free. New blocks come from the free
+        queue's head as in `allocate` (lazy eviction). With caching on, every block that these
+        tokens make full is hashed, chained on the request's previous full block, and enters the
+        prefix cache unless its hash is already there.
         KeyError for an unknown request_id, checked first (an unknown request_id with bad tokens is
         a KeyError); then ValueError for tokens that are not 1-D integers >= 0. Both come before
         the room check: bad input raises even when no block is free (never None).

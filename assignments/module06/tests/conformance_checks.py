@@ -61,8 +61,9 @@ RULES: dict[str, Rule] = {
                                                    "that are empty or not 1-D integers >= 0; these checks come first, so "
                                                    "bad input is a ValueError even when there is no room (never None)."),
     "append": Rule(f"{MANAGER}.append_tokens", "Returns the ids of the blocks newly allocated for them, in position "
-                                               "order ([] when the request's last block has room), or None, changing "
-                                               "nothing, when more blocks are needed than are free."),
+                                               "order ([] when the request's last block has room, and for tokens == "
+                                               "[]: no token, no change), or None, changing nothing, when more blocks "
+                                               "are needed than are free."),
     "append_hash": Rule(f"{MANAGER}.append_tokens", "With caching on, every block that these tokens make full is "
                                                     "hashed, chained on the request's previous full block, and enters "
                                                     "the prefix cache unless its hash is already there."),
