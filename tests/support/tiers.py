@@ -22,8 +22,8 @@ T = TypeVar("T")
 
 def sample(values: Iterable[T], group: Callable[[T], Hashable], *, args: Callable[[T], tuple[Any, ...]] = lambda v: (v,),
            ids: Callable[[T], str] | None = None, also: Callable[[T], bool] = lambda _: False) -> list[Any]:
-    """`values` as pytest params (`args(value)` each), every one but the first of its `group` (and
-    but those `also` keeps) marked `full`: the everyday tier's fixed sample."""
+    """`values` as pytest params (`args(value)` each), all marked `full` but the first of each
+    `group` and those `also` keeps: the everyday tier's fixed sample."""
     seen: set[Hashable] = set()
     params = []
     for value in values:
