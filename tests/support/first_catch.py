@@ -98,3 +98,13 @@ def jobs(suite: Suite, kind: str, base: Path) -> list[Job]:
 def records(graded: dict[str, JobResults]) -> dict[str, Any]:
     """{bug name: first_catch(...) or None} of gradings by their jobs' labels ("<kind>/<bug name>")."""
     return {label.split("/", 1)[1]: first_catch(result.outcomes("inprocess")) for label, result in sorted(graded.items())}
+
+
+def check_kept(assignment: str, kind: str, name: str, outcomes: Iterable[Verdict]) -> None:
+    """AssertionError unless bug `name` of `kind` is still caught as its record says (see `moved`)."""
+    recorded = load(assignment, kind)
+    assert name in recorded, (f"{assignment} {kind} bug {name} has no first-catch record; "
+                              f"run `python -m tools.first_catch {assignment}`")
+    change = moved(recorded[name], first_catch(outcomes))
+    assert change is None, (f"{assignment} {kind} bug {name}: {change} (rerun `python -m tools.first_catch "
+                            f"{assignment}` if the move is meant)")
