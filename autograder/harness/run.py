@@ -333,9 +333,9 @@ def run_pytest(assignment: Assignment, grading: Grading, private: Path) -> int:
         # text: no tracebacks, no summary. Each test's outcome and message are in results.json.
         "-q", "--tb=no", "-rN", "--no-header",
     ]
-    with process_state_restored(folders):
-        # The working folder is private too, so anything a test writes relative to it (hypothesis'
-        # example database) lands in the temporary folder.
+    with hypothesis_home(private / ".hypothesis"), process_state_restored(folders):
+        # The working folder is private too, so anything a test writes relative to it lands in the
+        # temporary folder.
         os.chdir(private)
         # No bytecode written while grading: the watched folders (see Watch) change only if the
         # student's process changes them.
@@ -362,6 +362,22 @@ def process_state_restored(folders: list[Path]) -> Iterator[None]:
         for name in set(sys.modules) - before:
             if str(getattr(sys.modules[name], "__file__", None) or "").startswith(roots):
                 del sys.modules[name]
+
+
+@contextmanager
+def hypothesis_home(folder: Path) -> Iterator[None]:
+    """Hypothesis' files (its example database, the constants it caches) in `folder` for one run.
+
+    Hypothesis fixes its folder once per process, from the working folder when it is first imported:
+    in a process that grades many submissions (the repository's tests) every later grading would
+    write into the first one's temporary folder after it was removed, and create it again."""
+    from hypothesis import configuration
+
+    configuration.set_hypothesis_home_dir(folder)
+    try:
+        yield
+    finally:
+        configuration.set_hypothesis_home_dir(Path.cwd() / ".hypothesis")
 
 
 if __name__ == "__main__":

@@ -24,6 +24,7 @@ from autograder.grade_reference import full_marks_problem
 from autograder.harness.backends import InProcessBackend
 from autograder.harness.plugin import submitted_file_problem
 from autograder.harness.results import validate
+from autograder.harness.run import hypothesis_home
 from support.repo import REPO, run_module
 
 REFERENCE = REPO / "solutions" / "lecture02"
@@ -179,6 +180,20 @@ def test_in_process_mode_gives_the_reference_full_marks(tmp_path: Path) -> None:
         f"in-process reference: {full_marks_problem(results)}\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
     )
     assert "inprocess" in results["output"], "the summary must say the submission was not isolated"
+
+
+def test_hypothesis_writes_in_the_grading_folder_and_never_after(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Hypothesis picks its folder once per process; a process grading many submissions (a batch)
+    must not write a later grading's cached constants into an earlier grading's removed folder."""
+    from hypothesis import configuration
+
+    monkeypatch.chdir(tmp_path)
+    for grading in ("first", "second"):
+        with hypothesis_home(tmp_path / grading / ".hypothesis"):
+            where = configuration.storage_directory("constants", intent_to_write=False).path
+            assert where == tmp_path / grading / ".hypothesis" / "constants", f"grading {grading}: {where}"
+        after = configuration.storage_directory("constants", intent_to_write=False).path
+        assert after == tmp_path / ".hypothesis" / "constants", f"after grading {grading}: {after}"
 
 
 def test_grade_all_grades_every_folder_and_survives_a_broken_one(tmp_path: Path) -> None:
