@@ -1,6 +1,7 @@
 """One BLAS thread unless the environment says otherwise, for the programs that run the course's model:
-the lecture demos (kvlab.demo) and the serving lab's server (kvlab.serving.server). Import it before
-numpy loads; `describe()` says which thread count numpy got, for a start-up line.
+the lecture demos (kvlab.demo), the serving lab's server (kvlab.serving.server), the tests of a
+student's `make test` (kvlab.testing) and the grader. Import it before numpy loads; `describe()` says
+which thread count numpy got, for a start-up line.
 
 The course's matrices are small: one BLAS thread runs them faster than several, and on a shared or
 loaded machine several threads mostly wait for each other (the server on a loaded 2-core machine ran

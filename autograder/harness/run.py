@@ -66,6 +66,9 @@ from typing import Any
 
 import pytest
 
+# Before anything loads numpy: one BLAS thread for the trusted forward and in-process gradings, as the
+# worker gets from its environment (kvlab.blas says why).
+import kvlab.blas  # noqa: F401, I001
 import autograder.harness.sandbox as sandbox_package
 import kvlab
 from autograder.assignment import REGISTRY_FILES, REPO_ROOT, Assignment, load_assignment

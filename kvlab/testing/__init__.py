@@ -18,6 +18,9 @@ MemoryStore lent to the student's process) and `freshwire` (the tagged JSON of `
 """
 from __future__ import annotations
 
+# Loaded by `-p kvlab.testing` before any test imports numpy: one BLAS thread for the model's small
+# matrices (kvlab.blas says why), as the grader runs them.
+import kvlab.blas  # noqa: F401, I001
 import importlib
 import json
 import os

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import csv
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -20,6 +21,7 @@ from typing import Any, Iterator
 import numpy as np
 import pytest
 
+import kvlab.blas as kvlab_blas
 from autograder.grade_reference import full_marks_problem
 from autograder.harness.backends import InProcessBackend
 from autograder.harness.plugin import submitted_file_problem
@@ -180,6 +182,16 @@ def test_in_process_mode_gives_the_reference_full_marks(tmp_path: Path) -> None:
         f"in-process reference: {full_marks_problem(results)}\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
     )
     assert "inprocess" in results["output"], "the summary must say the submission was not isolated"
+
+
+@pytest.mark.parametrize("entry", ["autograder.harness.run", "kvlab.testing"])
+def test_the_grader_and_the_students_tests_take_one_blas_thread(entry: str) -> None:
+    """Both load kvlab.blas before numpy: on 2 busy cores OpenBLAS's thread per core made lecture 7's
+    trusted forward about ten times slower, in CPU and wall time alike."""
+    env = {name: value for name, value in os.environ.items() if name not in kvlab_blas.VARIABLES}
+    done = subprocess.run([sys.executable, "-c", f"import {entry}, numpy, kvlab.blas; print(kvlab.blas.describe())"],
+                          cwd=REPO, env=env, capture_output=True, text=True, timeout=120)
+    assert done.stdout.strip() == "BLAS threads 1", f"importing {entry}: {done.stdout!r} {done.stderr[-2000:]}"
 
 
 def test_hypothesis_writes_in_the_grading_folder_and_never_after(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
