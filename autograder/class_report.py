@@ -52,7 +52,8 @@ from pathlib import Path
 from typing import Any
 
 from autograder.assignment import REPO_ROOT, Assignment, AssignmentError, load_assignment
-from autograder.feedback import build_feedback, feedback_page
+from autograder.feedback import feedback_page
+from autograder.harness.feedback_text import build_feedback
 from autograder.harness.results import CAPTURED_HEADING
 from autograder.similarity import MAX_EVIDENCE, NOISE_CHARS, THRESHOLD, Budget, Pair, Skipped, compare
 

@@ -61,9 +61,10 @@ from traitlets.config.loader import PyFileConfigLoader
 from autograder.assignment import REPO_ROOT, Assignment, AssignmentError, load_assignment
 from autograder.build import build
 from autograder.class_report import NBGRADER_CSV
-from autograder.feedback import Feedback, build_feedback, feedback_page, task_text
+from autograder.feedback import feedback_page
 from autograder.grade import EXIT_USAGE
 from autograder.grade_all import grade_one, write_scores
+from autograder.harness.feedback_text import Feedback, build_feedback, task_text
 
 with warnings.catch_warnings():
     # nbgrader 0.9.5's gradebook models raise SQLAlchemy 2 deprecation warnings on import.

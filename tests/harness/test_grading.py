@@ -178,7 +178,8 @@ def test_in_process_mode_gives_the_reference_full_marks(tmp_path: Path) -> None:
     assert done.returncode == 0 and full_marks_problem(results) is None, (
         f"in-process reference: {full_marks_problem(results)}\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
     )
-    assert "inprocess" in results["output"], "the summary must say the submission was not isolated"
+    assert any("inprocess" in line for line in results["extra_data"]["isolation"]), (
+        f"the staff's isolation report must say the submission was not isolated: {results['extra_data']}")
 
 
 def test_grade_all_grades_every_folder_and_survives_a_broken_one(tmp_path: Path) -> None:
