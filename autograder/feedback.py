@@ -11,10 +11,7 @@ from __future__ import annotations
 import html
 from typing import Any
 
-from autograder.harness.feedback_text import Feedback, points_text
-
-# A failure shared by more tests than this lists their names collapsed (a starter fails dozens).
-MAX_OPEN_NAMES = 3
+from autograder.harness.feedback_text import MAX_OPEN_NAMES, Feedback, points_text
 
 STYLE = """
 *{box-sizing:border-box}

@@ -35,6 +35,9 @@ def scrub_paths(text: str) -> str:
 
 
 TEXT_WIDTH = 100
+# A failure shared by more tests than this names only the first ones (a starter fails dozens of
+# tests on one stub): in the text the rest are counted, on the page listed collapsed.
+MAX_OPEN_NAMES = 3
 
 
 @dataclass
@@ -146,12 +149,15 @@ def _wrapped(text: str, indent: str) -> list[str]:
 
 
 def task_text(task: TaskFeedback) -> str:
-    """One task as text: its score, each distinct failure once with the tests that share it, and
-    how many of its tests passed."""
+    """One task as text: its score, each distinct failure once with the tests that share it (the
+    first MAX_OPEN_NAMES named, the rest counted), and how many of its tests passed."""
     lines = [f"{task.name}: {points_text(task.score)} / {points_text(task.max_score)}"]
     for group in task.failures:
         count = f"{len(group.tests)} tests failed this way" if len(group.tests) > 1 else "failed"
-        lines.extend(_wrapped(f"{count}: {', '.join(group.tests)}", "  "))
+        names = ", ".join(group.tests[:MAX_OPEN_NAMES])
+        if len(group.tests) > MAX_OPEN_NAMES:
+            names += f" and {len(group.tests) - MAX_OPEN_NAMES} more"
+        lines.extend(_wrapped(f"{count}: {names}", "  "))
         lines.extend(_wrapped(group.message, "    | "))
     lines.append(f"  {len(task.passed)} test(s) passed, {task.failed_count} failed.")
     return "\n".join(lines)
