@@ -27,7 +27,7 @@ h1{font-size:1.5em}h2{font-size:1.2em;border-bottom:1px solid #d0d7de;padding-bo
 nav a{margin-right:1em}
 table{border-collapse:collapse;margin:.5em 0;max-width:100%}
 td,th{border:1px solid #d0d7de;padding:.2em .5em;text-align:left;vertical-align:top;overflow-wrap:break-word}
-.w{display:inline-block;max-width:40em;overflow-wrap:break-word}#students-table .w{max-width:14em}
+.w{display:inline-block;max-width:40em;overflow-wrap:anywhere}#students-table .w{max-width:14em}
 th{background:#f6f8fa}td.n{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}
 .plots{display:flex;flex-wrap:wrap;gap:.6em}.plot{border:1px solid #d0d7de;padding:.2em}
 .plot img{display:block;max-width:100%}

@@ -49,7 +49,8 @@ def records(assignment: Any, hostile: bool, failing: int) -> list[GradedTest]:
     markup and a machine path, and a starter-like failure repeats across the tests of a task."""
     out = []
     for number, task in enumerate(assignment.tasks):
-        for i, name in enumerate(("test_one", "test_two[a-1]", "test_three")):
+        # A long test name is one unbreakable word: it must wrap, not widen its table.
+        for i, name in enumerate(("test_one", "test_two[a-1]", f"test_three{'_with_a_long_descriptive_name' * 4}")):
             failed = number < failing
             message = ""
             if failed:
