@@ -22,7 +22,7 @@ h3{font-size:1.05em;margin:1em 0 .3em}
 .total{font-size:1.3em;font-weight:600}
 table{border-collapse:collapse;margin:.5em 0;max-width:100%}
 td,th{border:1px solid #d0d7de;padding:.25em .6em;text-align:left;vertical-align:top}
-th{background:#f6f8fa}td.n{text-align:right;font-variant-numeric:tabular-nums}
+th{background:#f6f8fa}td.n,th.n{text-align:right;font-variant-numeric:tabular-nums}
 tr.lost td:first-child{border-left:4px solid #cf222e}tr.full td:first-child{border-left:4px solid #1a7f37}
 .failure{border:1px solid #d0d7de;border-left:4px solid #cf222e;border-radius:4px;margin:.6em 0;padding:.4em .7em}
 ul.names{margin:.2em 0 .4em;padding:0;list-style:none;display:flex;flex-wrap:wrap;gap:.2em 1.2em}
