@@ -81,6 +81,8 @@ def test_starter_gets_zero_and_each_test_says_not_implemented(tmp_path: Path) ->
     assert results["score"] == 0 and results["tests"], f"the starter must score 0 on every test: {results['score']}"
     for test in results["tests"]:
         assert "not implemented" in test["output"].lower(), f"{test['name']}: output {test['output']!r}"
+    assert "tests failed this way" in results["output"] and results["output"] in done.stdout, (
+        f"make grade must print what the student reads, results.json's output:\n{done.stdout}")
 
 
 BROKEN = {
