@@ -42,6 +42,7 @@ import builtins
 import csv
 import json
 import logging
+import math
 import re
 import shutil
 import statistics
@@ -449,9 +450,11 @@ def feedback_file(index: int, name: str) -> str:
 
 
 def lateness(seconds: float | None) -> str:
-    if not seconds:
+    """`seconds` after the due date as "h:mm:ss late", rounded up (a submission half a second late is
+    not "0:00:00 late"); "" when on time or unknown."""
+    if not seconds or seconds <= 0:
         return ""
-    whole = int(round(seconds))
+    whole = math.ceil(seconds)
     return f"{whole // 3600}:{whole % 3600 // 60:02d}:{whole % 60:02d} late"
 
 

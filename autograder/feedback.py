@@ -87,6 +87,8 @@ def feedback_page(feedback: Feedback) -> str:
     parts = [head, f"<h1>{_e(feedback.title)}</h1>",
              f"<p>Feedback for <b>{_e(feedback.student)}</b>: <span class='total' id='total'>"
              f"{points_text(feedback.score)} / {points_text(feedback.max_score)} points</span></p>"]
+    if feedback.late:
+        parts.append(f"<p id='late' class='count'>{_e(feedback.late)}</p>")
     if feedback.note:
         parts.append(f"<pre id='note'>{_e(feedback.note)}</pre>")
     parts.append("<h2>Scores per task</h2>" + _task_table(feedback))
