@@ -74,7 +74,7 @@ class Feedback:
     max_score: float
     tasks: list[TaskFeedback]
     note: str = ""  # the grader's own message when it could not grade (a fault), else ""
-    late: str = ""  # nbgrader's lateness and late penalty, when the submission was late, else ""
+    late: str = ""  # on the page: nbgrader's lateness and late penalty, when the submission was late
 
     @property
     def failed_count(self) -> int:
@@ -178,5 +178,4 @@ def summary_text(feedback: Feedback) -> str:
     table = text_table(f"{feedback.title}: {points_text(feedback.score)} / {points_text(feedback.max_score)} points",
                        ["task", "score", "max", "what it grades"], rows, right=[False, True, True, False])
     heading = "Failed tests, by task (a message several tests share is shown once):\n" if feedback.failed_count else ""
-    late = f"{feedback.late}\n\n" if feedback.late else ""
-    return f"{table}\n\n{late}{heading}{failures_text(feedback)}"
+    return f"{table}\n\n{heading}{failures_text(feedback)}"
