@@ -42,6 +42,7 @@ import builtins
 import csv
 import json
 import logging
+import math
 import re
 import shutil
 import statistics
@@ -52,7 +53,8 @@ from pathlib import Path
 from typing import Any
 
 from autograder.assignment import REPO_ROOT, Assignment, AssignmentError, load_assignment
-from autograder.feedback import build_feedback, feedback_page
+from autograder.feedback import feedback_page
+from autograder.harness.feedback_text import build_feedback
 from autograder.harness.results import CAPTURED_HEADING
 from autograder.similarity import MAX_EVIDENCE, NOISE_CHARS, THRESHOLD, Budget, Pair, Skipped, compare
 
@@ -448,9 +450,11 @@ def feedback_file(index: int, name: str) -> str:
 
 
 def lateness(seconds: float | None) -> str:
-    if not seconds:
+    """`seconds` after the due date as "h:mm:ss late", rounded up (a submission half a second late is
+    not "0:00:00 late"); "" when on time or unknown."""
+    if not seconds or seconds <= 0:
         return ""
-    whole = int(round(seconds))
+    whole = math.ceil(seconds)
     return f"{whole // 3600}:{whole % 3600 // 60:02d}:{whole % 60:02d} late"
 
 

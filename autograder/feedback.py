@@ -1,129 +1,17 @@
-"""What a student reads about one grading, from its results.json: one content, two renderings.
+"""The student's feedback page: autograder.harness.feedback_text's `Feedback` as HTML.
 
-The same content wherever it is shown (nbgrader's feedback page, `make grade`'s terminal, the
-class report's per-student links): the total and each task's score first; then the failed tests,
-grouped by task, each named by its file and name, a failure whose message is identical to another's
-in the same task shown once with the tests that share it; then the passed tests, collapsed. No
-machine path reaches it: an absolute path in a message is cut to its last component
-(results.scrub_paths, as results.json's test outputs already are), and the isolation report
-(temporary folders, the interpreter's path) stays in results.json's `extra_data` and the staff's
-views. A task's failures naming NotImplementedError (stubs left as they were) share one box.
-
-`feedback_page` is self-contained HTML (inline CSS, no script, no external asset) that wraps long
-lines to the page's width and prints legibly; everything from a submission is escaped.
-`failures_text` (and `task_text`, one task) is the same content as plain text, lines wrapped to
-TEXT_WIDTH: `make grade` prints it, and each grade cell of nbgrader's autograded notebook holds
-its task's.
+The content is the one results.json's summary, `make grade` and nbgrader's grade cells show as text
+(feedback_text says what it holds and in which order); this page adds the passed tests' names,
+collapsed. It is self-contained HTML (inline CSS, no script, no external asset) that wraps long
+lines to the page's width and prints legibly; everything from a submission is escaped. nbgrader's
+feedback folder and the class report's per-student links hold it.
 """
 from __future__ import annotations
 
 import html
-import textwrap
-from dataclasses import dataclass, field
 from typing import Any
 
-from autograder.harness.results import scrub_paths
-
-TEXT_WIDTH = 100
-# A failure shared by more tests than this lists their names collapsed (a starter fails dozens).
-MAX_OPEN_NAMES = 3
-
-
-@dataclass
-class FailureGroup:
-    """Tests of one task that failed with the same message: shown once, with their names."""
-
-    message: str
-    tests: list[str] = field(default_factory=list)
-
-
-@dataclass
-class TaskFeedback:
-    """One task: its score, its failures grouped by message, its passed tests' names."""
-
-    name: str
-    title: str
-    score: float
-    max_score: float
-    failures: list[FailureGroup] = field(default_factory=list)
-    passed: list[str] = field(default_factory=list)
-
-    @property
-    def failed_count(self) -> int:
-        return sum(len(group.tests) for group in self.failures)
-
-
-@dataclass
-class Feedback:
-    """Everything the student reads, in the order they read it."""
-
-    title: str
-    student: str
-    score: float
-    max_score: float
-    tasks: list[TaskFeedback]
-    note: str = ""  # the grader's own message when it could not grade (a fault), else ""
-
-    @property
-    def failed_count(self) -> int:
-        return sum(task.failed_count for task in self.tasks)
-
-    @property
-    def passed_count(self) -> int:
-        return sum(len(task.passed) for task in self.tasks)
-
-
-def _number(value: Any) -> float:
-    try:
-        return float(value)
-    except (TypeError, ValueError):
-        return 0.0
-
-
-def _group_key(message: str) -> str:
-    """Failures of a task with the same key share one box: the same message, or, for stubs left as
-    they were, any message naming NotImplementedError (a starter fails dozens of tests on a handful
-    of stubs; the first traceback says what to implement first)."""
-    return "NotImplementedError" if "NotImplementedError" in message else message
-
-
-def build_feedback(results: dict[str, Any], title: str, student: str,
-                   task_titles: dict[str, str] | None = None) -> Feedback:
-    """The feedback of one results.json (a graded run or a fault), tasks in results.json's order.
-
-    `task_titles`: task name -> what it grades (assignment.json); a task results.json does not list
-    (a fault's) is left out.
-    """
-    extra = results.get("extra_data") or {}
-    titles = task_titles or {}
-    tasks = {str(t.get("name")): TaskFeedback(str(t.get("name")), titles.get(str(t.get("name")), ""),
-                                              _number(t.get("score")), _number(t.get("max_score")))
-             for t in extra.get("tasks") or [] if isinstance(t, dict)}
-    for test in results.get("tests") or []:
-        tags = test.get("tags") or ["other"]
-        task = tasks.setdefault(str(tags[0]), TaskFeedback(str(tags[0]), titles.get(str(tags[0]), ""), 0, 0))
-        name = str(test.get("name", "?"))
-        if test.get("status") == "passed" or _number(test.get("score")) >= _number(test.get("max_score")) > 0:
-            task.passed.append(name)
-            continue
-        message = scrub_paths(str(test.get("output") or "(no message)")).strip()
-        key = _group_key(message)
-        group = next((g for g in task.failures if _group_key(g.message) == key), None)
-        if group is None:
-            task.failures.append(group := FailureGroup(message))
-        group.tests.append(name)
-    graded = extra.get("status") == "graded"
-    return Feedback(title, student, _number(results.get("score")),
-                    _number(extra.get("max_score", sum(t.max_score for t in tasks.values()))),
-                    list(tasks.values()), "" if graded else scrub_paths(str(results.get("output") or "")))
-
-
-def _points(value: float) -> str:
-    return f"{value:g}"
-
-
-# ---------------------------------------------------------------------------------------------
-# HTML
+from autograder.harness.feedback_text import MAX_OPEN_NAMES, Feedback, points_text
 
 STYLE = """
 *{box-sizing:border-box}
@@ -134,7 +22,7 @@ h3{font-size:1.05em;margin:1em 0 .3em}
 .total{font-size:1.3em;font-weight:600}
 table{border-collapse:collapse;margin:.5em 0;max-width:100%}
 td,th{border:1px solid #d0d7de;padding:.25em .6em;text-align:left;vertical-align:top}
-th{background:#f6f8fa}td.n{text-align:right;font-variant-numeric:tabular-nums}
+th{background:#f6f8fa}td.n,th.n{text-align:right;font-variant-numeric:tabular-nums}
 tr.lost td:first-child{border-left:4px solid #cf222e}tr.full td:first-child{border-left:4px solid #1a7f37}
 .failure{border:1px solid #d0d7de;border-left:4px solid #cf222e;border-radius:4px;margin:.6em 0;padding:.4em .7em}
 ul.names{margin:.2em 0 .4em;padding:0;list-style:none;display:flex;flex-wrap:wrap;gap:.2em 1.2em}
@@ -155,10 +43,10 @@ def _task_table(feedback: Feedback) -> str:
     rows = []
     for task in feedback.tasks:
         state = "full" if task.score >= task.max_score else "lost"
-        rows.append(f"<tr class='{state}'><td>{_e(task.name)}</td><td class='n'>{_points(task.score)}</td>"
-                    f"<td class='n'>{_points(task.max_score)}</td><td>{_e(task.title)}</td></tr>")
-    rows.append(f"<tr><th>total</th><th class='n'>{_points(feedback.score)}</th>"
-                f"<th class='n'>{_points(feedback.max_score)}</th><th></th></tr>")
+        rows.append(f"<tr class='{state}'><td>{_e(task.name)}</td><td class='n'>{points_text(task.score)}</td>"
+                    f"<td class='n'>{points_text(task.max_score)}</td><td>{_e(task.title)}</td></tr>")
+    rows.append(f"<tr><th>total</th><th class='n'>{points_text(feedback.score)}</th>"
+                f"<th class='n'>{points_text(feedback.max_score)}</th><th></th></tr>")
     return ("<table id='tasks'><tr><th>task</th><th>score</th><th>max</th><th>what it grades</th></tr>"
             + "".join(rows) + "</table>")
 
@@ -168,7 +56,7 @@ def _failures(feedback: Feedback) -> str:
     for task in feedback.tasks:
         if not task.failures:
             continue
-        parts.append(f"<h3>{_e(task.name)}: {_points(task.score)} / {_points(task.max_score)}</h3>")
+        parts.append(f"<h3>{_e(task.name)}: {points_text(task.score)} / {points_text(task.max_score)}</h3>")
         for group in task.failures:
             count = len(group.tests)
             names = f"<ul class='names'>{''.join(f'<li><code>{_e(name)}</code></li>' for name in group.tests)}</ul>"
@@ -198,7 +86,9 @@ def feedback_page(feedback: Feedback) -> str:
             f"<style>{STYLE}</style></head><body>\n")
     parts = [head, f"<h1>{_e(feedback.title)}</h1>",
              f"<p>Feedback for <b>{_e(feedback.student)}</b>: <span class='total' id='total'>"
-             f"{_points(feedback.score)} / {_points(feedback.max_score)} points</span></p>"]
+             f"{points_text(feedback.score)} / {points_text(feedback.max_score)} points</span></p>"]
+    if feedback.late:
+        parts.append(f"<p id='late' class='count'>{_e(feedback.late)}</p>")
     if feedback.note:
         parts.append(f"<pre id='note'>{_e(feedback.note)}</pre>")
     parts.append("<h2>Scores per task</h2>" + _task_table(feedback))
@@ -216,35 +106,3 @@ def feedback_page(feedback: Feedback) -> str:
     parts.append("</section>\n</body></html>\n")
     return "".join(parts)
 
-
-# ---------------------------------------------------------------------------------------------
-# Text
-
-
-def _wrapped(text: str, indent: str) -> list[str]:
-    """`text`'s lines, each indented by `indent` and its own indentation, wrapped to TEXT_WIDTH."""
-    out = []
-    for line in text.splitlines() or [""]:
-        own = indent + line[: len(line) - len(line.lstrip())]
-        out.extend(textwrap.wrap(line.strip(), max(20, TEXT_WIDTH - len(own)), initial_indent=own,
-                                 subsequent_indent=own + "  ", break_on_hyphens=False) or [own.rstrip()])
-    return out
-
-
-def task_text(task: TaskFeedback) -> str:
-    """One task as text: its score, each distinct failure once with the tests that share it, and
-    how many of its tests passed."""
-    lines = [f"{task.name}: {_points(task.score)} / {_points(task.max_score)}"]
-    for group in task.failures:
-        count = f"{len(group.tests)} tests failed this way" if len(group.tests) > 1 else "failed"
-        lines.extend(_wrapped(f"{count}: {', '.join(group.tests)}", "  "))
-        lines.extend(_wrapped(group.message, "    | "))
-    lines.append(f"  {len(task.passed)} test(s) passed, {task.failed_count} failed.")
-    return "\n".join(lines)
-
-
-def failures_text(feedback: Feedback) -> str:
-    """The tasks that lost points (`task_text`), then the count of passed and failed tests."""
-    parts = [task_text(task) for task in feedback.tasks if task.failures]
-    parts.append(f"{feedback.passed_count} test(s) passed, {feedback.failed_count} failed.")
-    return "\n\n".join(parts)

@@ -31,9 +31,7 @@ from typing import Any
 
 from autograder.assignment import REPO_ROOT, AssignmentError, discover, load_assignment
 from autograder.build import build
-from autograder.feedback import build_feedback, failures_text
 from autograder.harness.results import fault_results, write_json_atomically
-from autograder.harness.text_table import text_table
 
 # Gradescope's longest allowed run is 40 minutes; a local run that takes longer is stuck.
 RUN_TIMEOUT_SECONDS = 40 * 60
@@ -121,16 +119,11 @@ def grade_submission(package: Path, submission: Path, out: Path, python: str = s
 
 
 def score_tables(results: dict[str, Any]) -> str:
-    """The tasks' scores and the total, then the failed tests by task (autograder.feedback's text:
-    each distinct message once), then the isolation report, which names the machine's folders."""
-    extra = results["extra_data"]
-    rows = [[t["name"], f"{t['score']:g}", f"{t['max_score']:g}"] for t in extra["tasks"]]
-    rows.append(["total", f"{results['score']:g}", f"{extra['max_score']:g}"])
-    per_task = text_table("Tasks", ["task", "score", "max"], rows, right=[False, True, True])
-    feedback = build_feedback(results, str(extra.get("assignment", "")), "")
+    """What the student reads (results.json's output: the scores, then the failed tests by task),
+    then the isolation report, which names the machine's folders and is the staff's."""
     isolation = "\n".join(["Isolation (staff only, results.json's extra_data):",
-                           *(f"- {line}" for line in extra.get("isolation", []))])
-    return f"{per_task}\n\n{failures_text(feedback)}\n\n{isolation}" if results["tests"] else per_task
+                           *(f"- {line}" for line in results["extra_data"].get("isolation", []))])
+    return f"{results['output']}\n\n{isolation}"
 
 
 def report(results: dict[str, Any], log: str) -> str:

@@ -60,10 +60,11 @@ from traitlets.config.loader import PyFileConfigLoader
 
 from autograder.assignment import REPO_ROOT, Assignment, AssignmentError, load_assignment
 from autograder.build import build
-from autograder.class_report import NBGRADER_CSV
-from autograder.feedback import Feedback, build_feedback, feedback_page, task_text
+from autograder.class_report import NBGRADER_CSV, lateness
+from autograder.feedback import feedback_page
 from autograder.grade import EXIT_USAGE
 from autograder.grade_all import grade_one, write_scores
+from autograder.harness.feedback_text import Feedback, build_feedback, task_text
 
 with warnings.catch_warnings():
     # nbgrader 0.9.5's gradebook models raise SQLAlchemy 2 deprecation warnings on import.
@@ -181,14 +182,27 @@ class PenaltyPerHour(LateSubmissionPlugin):
         return min(score, self.points_per_hour * math.ceil(total_seconds_late / 3600))
 
 
-def feedback_html(assignment: Assignment, student: str, results: dict[str, Any]) -> str:
-    """The student's feedback page (autograder.feedback): the scores, the failed tests, the passed ones."""
-    titles = {task.name: task.title for task in assignment.tasks}
-    return feedback_page(build_feedback(results, assignment.title, student, titles))
+def feedback_of(assignment: Assignment, student: str, results: dict[str, Any], late: str = "") -> Feedback:
+    """What the student reads (autograder.harness.feedback_text), with the late-penalty line."""
+    feedback = build_feedback(results, assignment.title, student, {task.name: task.title for task in assignment.tasks})
+    feedback.late = late
+    return feedback
+
+
+def late_line(gradebook: Gradebook, assignment: Assignment, student: str, score: float) -> str:
+    """The feedback's line on a late submission, from the gradebook's lateness and the penalty the
+    course's policy recorded (so the page and formgrader give one score); "" when on time."""
+    submission = gradebook.find_submission(assignment.id, student)
+    late = lateness(float(submission.total_seconds_late or 0))
+    if not late:
+        return ""
+    penalty = float(submission.late_submission_penalty or 0)
+    return (f"Submitted {late} (h:mm:ss after the due date): the course's late policy takes {penalty:g} point(s), "
+            f"so {max(score - penalty, 0):g} / {assignment.max_score:g} count.")
 
 
 def write_feedback(course: Path, assignment: Assignment, student: str, submitted: Path,
-                   results: dict[str, Any]) -> list[str]:
+                   feedback: Feedback) -> list[str]:
     """feedback/<student>/<id>/handout.html beside the submission's timestamp and secret; notes.
 
     Any older feedback of the student is removed first: it belongs to an earlier grading.
@@ -206,7 +220,7 @@ def write_feedback(course: Path, assignment: Assignment, student: str, submitted
     (folder / "submission_secret.txt").write_bytes(secret)
     # release_feedback reads timestamp.txt unconditionally; an empty one is better than its crash.
     (folder / "timestamp.txt").write_text(_read(submitted / "timestamp.txt") or "", encoding="utf-8")
-    (folder / f"{GRADE_NOTEBOOK}.html").write_text(feedback_html(assignment, student, results), encoding="utf-8")
+    (folder / f"{GRADE_NOTEBOOK}.html").write_text(feedback_page(feedback), encoding="utf-8")
     if not (submitted / f"{GRADE_NOTEBOOK}.ipynb").is_file():
         return [f"{GRADE_NOTEBOOK}.ipynb was not submitted, so fetch_feedback will not find the feedback"]
     return []
@@ -306,9 +320,9 @@ def grade_course(course: Path, assignment_id: str, *, batch: Path | None = None,
                 feedback = None
                 if results_path.is_file():
                     results = json.loads(results_path.read_text(encoding="utf-8"))
-                    outcome.notes += write_feedback(course, assignment, student, submitted, results)
-                    feedback = build_feedback(results, assignment.title, student,
-                                              {task.name: task.title for task in assignment.tasks})
+                    late = late_line(gradebook, assignment, student, float(results.get("score") or 0))
+                    feedback = feedback_of(assignment, student, results, late)
+                    outcome.notes += write_feedback(course, assignment, student, submitted, feedback)
                 else:
                     outcome.notes.append("no results, so no feedback")
                 outcome.notes += copy_autograded(course, assignment, student, submitted, feedback)

@@ -49,10 +49,16 @@ def _e(value: Any) -> str:
     return html.escape(str(value), quote=True)
 
 
+def _breakable(value: Any) -> str:
+    """`value` escaped, free to break after `_` and `::`: a test's name is one long word, which would
+    otherwise widen its table past the page."""
+    return _e(value).replace("_", "_<wbr>").replace("::", "::<wbr>")
+
+
 def _table(headers: list[str], rows: list[list[Any]], numeric: Collection[int] = (), table_id: str = "") -> str:
     head = "".join(f"<th>{_e(h)}</th>" for h in headers)
     body = "".join(
-        "<tr>" + "".join(f"<td class='n'>{_e(c)}</td>" if i in numeric else f"<td><span class='w'>{_e(c)}</span></td>"
+        "<tr>" + "".join(f"<td class='n'>{_e(c)}</td>" if i in numeric else f"<td><span class='w'>{_breakable(c)}</span></td>"
                          for i, c in enumerate(row)) + "</tr>" for row in rows)
     return f"<table{f' id={chr(39)}{table_id}{chr(39)}' if table_id else ''}><tr>{head}</tr>{body}</table>"
 
@@ -88,7 +94,7 @@ def _points(value: float | None) -> str:
 def _students(report: Report) -> str:
     tasks = [task.name for task in report.assignment.tasks]
     # A task's name may break after its underscores: seven of them side by side must fit the page.
-    head = "".join(f"<th>{_e(h).replace('_', '_<wbr>')}</th>" for h in ["student", "status", "score", *tasks,
+    head = "".join(f"<th>{_breakable(h)}</th>" for h in ["student", "status", "score", *tasks,
                                                                          "submitted", "late"])
     rows = []
     for student in report.students:
@@ -106,8 +112,8 @@ def _pass_rates(report: Report) -> str:
     rows = []
     for rate in report.rates:
         width = round(rate.rate * 80)
-        rows.append(f"<tr{' class=low' if rate.rate < LOW_PASS_RATE else ''}><td><span class='w'>{_e(rate.name)}</span></td>"
-                    f"<td>{_e(rate.task)}</td><td class='n'>{rate.passed} of {rate.graded}</td>"
+        rows.append(f"<tr{' class=low' if rate.rate < LOW_PASS_RATE else ''}><td><span class='w'>{_breakable(rate.name)}</span></td>"
+                    f"<td>{_breakable(rate.task)}</td><td class='n'>{rate.passed} of {rate.graded}</td>"
                     f"<td class='n'>{rate.rate:.0%}</td><td><span class='bar' style='width:{width}px'></span></td></tr>")
     return ("<table id='pass-rate-table'><tr><th>test</th><th>task</th><th>passed by</th><th>rate</th><th></th></tr>"
             + "".join(rows) + "</table>")

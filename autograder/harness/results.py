@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -18,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from autograder.assignment import Assignment
-from autograder.harness.text_table import text_table
+from autograder.harness.feedback_text import build_feedback, scrub_paths, summary_text
 
 SCHEMA_PATH = Path(__file__).with_name("results_schema.json")
 
@@ -62,17 +61,6 @@ def with_captured_output(output: str, captured: str) -> str:
     return f"{output}\n\n{block}" if output else block
 
 
-# An absolute path of two or more components, not inside a word or a relative path: the worker's
-# temporary folders, the interpreter's packages. Only its last component is kept.
-_ABSOLUTE_PATH = re.compile(r"(?<![\w.~/-])/(?:[\w.+@-]+/)+([\w.+@-]+)")
-
-
-def scrub_paths(text: str) -> str:
-    """`text` with every absolute path of two or more components cut to `…/<last component>`: the
-    grading machine's folders are not for the student (the staff have them in extra_data)."""
-    return _ABSOLUTE_PATH.sub(lambda m: f"…/{m.group(1)}", text)
-
-
 def encodable(text: str) -> str:
     """`text` with anything UTF-8 cannot encode (lone surrogates from undecodable file names or
     bytes) replaced, so a student's odd file name cannot make results.json unwritable."""
@@ -96,25 +84,6 @@ def task_scores(assignment: Assignment, records: Sequence[GradedTest]) -> list[d
     return rows
 
 
-def points_text(value: float) -> str:
-    """Points in a table cell: 35, 2.5."""
-    return f"{value:g}"
-
-
-def summary_text(assignment: Assignment, tasks: list[dict[str, Any]], isolation: Sequence[str]) -> str:
-    """The top-level output: the points per task and how the student's code was isolated (the
-    isolation lines that name no path; every line is in extra_data's `isolation`)."""
-    score = _points(sum(t["score"] for t in tasks))
-    rows = [[t["name"], points_text(t["score"]), points_text(t["max_score"]), t["title"]] for t in tasks]
-    rows.append(["total", points_text(score), points_text(_points(assignment.max_score)), ""])
-    # Only the path-free lines: folder names of the grading machine are for the staff (extra_data).
-    shown = [line for line in isolation if "/" not in line]
-    notes = ["", "How your code was isolated while it was graded:", *(f"- {line}" for line in shown)]
-    return text_table(f"{assignment.title}: {score} / {_points(assignment.max_score)} points",
-                      ["task", "score", "max", "what it grades"], rows, right=[False, True, True, False],
-                      notes=notes if shown else ())
-
-
 def graded_results(assignment: Assignment, records: Sequence[GradedTest], execution_time: float,
                    isolation: Sequence[str], seed: int | None = None) -> dict[str, Any]:
     """results.json for a submission the tests ran on (whatever its score); `seed`, the draws'
@@ -123,8 +92,9 @@ def graded_results(assignment: Assignment, records: Sequence[GradedTest], execut
     index = {task.name: number for number, task in enumerate(assignment.tasks, start=1)}
     seen: dict[str, int] = {}
     tests = []
-    # Grouped by task in assignment.json's order; within a task, in the order pytest ran them.
-    for record in sorted(records, key=lambda r: index[r.task]):
+    # Grouped by task in assignment.json's order; within a task the failed tests first, each kind in
+    # the order pytest ran them, and numbered as listed: what the student reads first is what to fix.
+    for record in sorted(records, key=lambda r: (index[r.task], r.passed)):
         seen[record.task] = seen.get(record.task, 0) + 1
         audience = "hidden" if record.hidden else "public"
         tests.append({
@@ -138,22 +108,39 @@ def graded_results(assignment: Assignment, records: Sequence[GradedTest], execut
             "visibility": assignment.visibility[audience],
             **({"extra_data": {"draws": list(record.draws)}} if record.draws else {}),
         })
-    return {
+    results: dict[str, Any] = {
         "score": _points(sum(t["score"] for t in tasks)),
         "execution_time": round(execution_time, 3),
-        "output": encodable(summary_text(assignment, tasks, isolation)),
+        "output": "",
         "output_format": "text",
         "test_output_format": "text",
         "visibility": "visible",
         # The runner's own stdout/stderr (tracebacks of grader faults) is for the staff only.
         "stdout_visibility": "hidden",
         "tests": tests,
+        # The isolation report names the grading machine's folders: the staff's, never the output.
         "extra_data": {"assignment": assignment.id, "status": "graded",
                        "max_score": _points(assignment.max_score),
                        "tasks": [{k: t[k] for k in ("name", "score", "max_score")} for t in tasks],
                        "isolation": list(isolation),
                        **({"seed": seed} if seed is not None else {})},
     }
+    results["output"] = encodable(summary_of(results, assignment))
+    return results
+
+
+def summary_of(results: dict[str, Any], assignment: Assignment) -> str:
+    """The top-level output: the feedback page's content as text (feedback_text), built from
+    `results`' own fields. It is always visible, so a test whose own visibility is not `visible`
+    is only counted there: its name and message wait for that test's visibility."""
+    titles = {task.name: task.title for task in assignment.tasks}
+    shown = [test for test in results["tests"] if test["visibility"] == "visible"]
+    text = summary_text(build_feedback({**results, "tests": shown}, assignment.title, "", titles))
+    later = len(results["tests"]) - len(shown)
+    if later:
+        text += (f"\n{later} more test(s) count in the scores above; their names and messages are shown "
+                 "when the course staff release them.")
+    return text
 
 
 def fault_results(assignment_id: str, max_score: float, execution_time: float) -> dict[str, Any]:

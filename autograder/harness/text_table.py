@@ -1,5 +1,5 @@
 """Plain-text tables for the grader's own output: the score table a student reads at the top of
-results.json and the tasks table `python -m autograder.grade` prints.
+results.json (feedback_text's summary, which `python -m autograder.grade` prints too).
 
 Standard library only: the grader's results do not hang on the course's table printer
 (`kvlab.tables`, course material that students read and the demos' needs may change), and the

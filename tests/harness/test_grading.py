@@ -84,6 +84,8 @@ def test_starter_gets_zero_and_each_test_says_not_implemented(tmp_path: Path) ->
     assert results["score"] == 0 and results["tests"], f"the starter must score 0 on every test: {results['score']}"
     for test in results["tests"]:
         assert "not implemented" in test["output"].lower(), f"{test['name']}: output {test['output']!r}"
+    assert "tests failed this way" in results["output"] and results["output"] in done.stdout, (
+        f"make grade must print what the student reads, results.json's output:\n{done.stdout}")
 
 
 BROKEN = {
@@ -181,7 +183,8 @@ def test_in_process_mode_gives_the_reference_full_marks(tmp_path: Path) -> None:
     assert done.returncode == 0 and full_marks_problem(results) is None, (
         f"in-process reference: {full_marks_problem(results)}\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
     )
-    assert "inprocess" in results["output"], "the summary must say the submission was not isolated"
+    assert any("inprocess" in line for line in results["extra_data"]["isolation"]), (
+        f"the staff's isolation report must say the submission was not isolated: {results['extra_data']}")
 
 
 @pytest.mark.parametrize("entry", ["autograder.harness.run", "kvlab.testing"])

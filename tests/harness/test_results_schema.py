@@ -9,6 +9,7 @@ from __future__ import annotations
 import copy
 import json
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +18,7 @@ import pytest
 
 from autograder.assignment import load_assignment
 from autograder.build import run_autograder_script
+from autograder.harness.feedback_text import build_feedback, summary_text
 from autograder.harness.results import (
     FAULT_MESSAGE,
     MAX_CAPTURED_CHARS,
@@ -109,7 +111,54 @@ def test_graded_results_number_tests_by_task_and_sum_points() -> None:
         assert task.name in results["output"] and task.title in results["output"], (
             f"the summary must list task {task.name} with its title"
         )
-    assert all(line in results["output"] for line in ISOLATION), "the summary must include the isolation report"
+    assert not any(line in results["output"] for line in ISOLATION), (
+        f"the isolation report is the staff's (extra_data), not the student's summary: {results['output']}")
+    assert results["extra_data"]["isolation"] == ISOLATION, f"extra_data must keep it: {results['extra_data']}"
+
+
+def mixed(visibility: str = "visible") -> dict[str, Any]:
+    """Per task, in the order pytest ran them: a pass, two failures with one message, a pass, a
+    failure with another; the hidden ones (the second failure) with `visibility`."""
+    assignment = replace(ASSIGNMENT, visibility={"public": "visible", "hidden": visibility})
+    runs = [("test_a", True, ""), ("test_b", False, "cache length 3, expected 4 (see /tmp/kvlab-x1/w/kv.py)"),
+            ("test_c", False, "cache length 3, expected 4 (see /tmp/kvlab-x1/w/kv.py)"), ("test_d", True, ""),
+            ("test_e", False, "logits differ")]
+    return graded_results(assignment, [GradedTest(f"test_{task.name}.py::{name}", task.name, task.points / 5,
+                                                  passed, output, hidden=name == "test_c")
+                                       for task in ASSIGNMENT.tasks for name, passed, output in runs], 1.0, ISOLATION)
+
+
+def test_failed_tests_come_first_in_each_task_and_are_numbered_as_listed() -> None:
+    results = mixed()
+    for number, task in enumerate(ASSIGNMENT.tasks, start=1):
+        listed = [(t["number"], t["name"].rsplit("::", 1)[1]) for t in results["tests"] if t["tags"] == [task.name]]
+        want = [(f"{number}.{i}", name) for i, name in enumerate(["test_b", "test_c", "test_e", "test_a", "test_d"], 1)]
+        assert listed == want, f"task {task.name}: failures first, each kind in run order, numbered as listed: {listed}"
+
+
+def test_the_summary_is_the_feedback_pages_content_as_text() -> None:
+    """results.json's output is feedback_text's summary of results.json itself: what the feedback
+    page, `make grade` and Gradescope show is one content."""
+    results = mixed()
+    titles = {task.name: task.title for task in ASSIGNMENT.tasks}
+    assert results["output"] == summary_text(build_feedback(results, ASSIGNMENT.title, "", titles)), (
+        f"the summary must be feedback_text's: {results['output']}")
+    output = results["output"]
+    assert output.index("total") < output.index("Failed tests") and "/tmp/" not in output, (
+        f"scores first, then the failures, no machine path: {output}")
+    for task in ASSIGNMENT.tasks:
+        shared = f"2 tests failed this way: test_{task.name}.py::test_b, test_{task.name}.py::test_c"
+        assert output.count(f"test_{task.name}.py::test_b") == 1 and shared in output, (
+            f"a message two tests share is shown once, with both names: {output}")
+        assert f"test_{task.name}.py::test_a" not in output, f"passed tests are only counted: {output}"
+    assert output.count("cache length 3, expected 4") == len(ASSIGNMENT.tasks), f"once per task: {output}"
+
+
+def test_a_test_not_yet_visible_is_only_counted_in_the_summary() -> None:
+    results = mixed("after_published")
+    assert "::test_c" not in results["output"], f"a hidden test's name reaches the summary: {results['output']}"
+    assert f"{len(ASSIGNMENT.tasks)} more test(s) count in the scores above" in results["output"], (
+        f"the summary must say that some tests are not listed yet: {results['output']}")
 
 
 def test_visibility_follows_assignment_json() -> None:

@@ -246,6 +246,10 @@ def test_feedback_is_fetched_and_names_the_failing_tests(flow: Flow) -> None:
     for name in failed:
         assert name in pages["bob"], f"bob's feedback does not name his failing test {name}"
     assert "Every test passed" in pages["alice"], "the reference solution's feedback does not say every test passed"
+    bob = flow.export["bob"]
+    late = f"late policy takes 1 point(s), so {float(bob['score']):g} / {float(bob['max_score']):g} count"
+    assert late in pages["bob"] and "late policy" not in pages["alice"], (
+        f"bob's feedback should give his late penalty and the score formgrader shows ({late!r}); alice was on time")
 
 
 def test_class_report_reads_the_batch(flow: Flow, tmp_path: Path) -> None:

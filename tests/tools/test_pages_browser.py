@@ -24,6 +24,7 @@ import pytest
 
 from autograder import class_report, nbgrader_grade
 from autograder.assignment import REPO_ROOT, load_assignment
+from autograder.feedback import feedback_page
 from autograder.harness.results import GradedTest, graded_results
 from autograder.report_page import SECTIONS
 
@@ -38,6 +39,7 @@ SCRIPT = "<script>document.title='pwned'</script>"
 ISOLATION = ["private filesystem view (bubblewrap): hidden: /tmp/kvlab-autograder-0jk3_w7m/results, /work/course",
              "bound back read-only inside them: /work/course/.venv/lib/python3.11/site-packages",
              "network disabled (own network namespace)"]
+LATE = "Submitted 0:40:00 late (h:mm:ss after the due date): the course's late policy takes 1 point(s), so 9 / 100 count."
 MACHINE_PATHS = ("/tmp/", "/work/", "site-packages", ".venv", "kvlab-autograder")
 
 pytestmark = pytest.mark.skipif(not CHROMIUM.is_file(), reason=f"{CHROMIUM} is not installed (Debian package "
@@ -49,7 +51,8 @@ def records(assignment: Any, hostile: bool, failing: int) -> list[GradedTest]:
     markup and a machine path, and a starter-like failure repeats across the tests of a task."""
     out = []
     for number, task in enumerate(assignment.tasks):
-        for i, name in enumerate(("test_one", "test_two[a-1]", "test_three")):
+        # A long test name is one unbreakable word: it must wrap, not widen its table.
+        for i, name in enumerate(("test_one", "test_two[a-1]", f"test_three{'_with_a_long_descriptive_name' * 4}")):
             failed = number < failing
             message = ""
             if failed:
@@ -102,7 +105,8 @@ def pages(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     assert class_report.main(["--assignment", ASSIGNMENT, "--batch", str(batch), "--submissions", str(subs)]) == 0
     feedback = root / "handout.html"
     hostile_results = json.loads((batch / HOSTILE / "results.json").read_text(encoding="utf-8"))
-    feedback.write_text(nbgrader_grade.feedback_html(assignment, HOSTILE, hostile_results), encoding="utf-8")
+    page = feedback_page(nbgrader_grade.feedback_of(assignment, HOSTILE, hostile_results, LATE))
+    feedback.write_text(page, encoding="utf-8")
     return {"feedback": feedback, "report": batch / "report.html"}
 
 
@@ -132,7 +136,7 @@ def check_reader_view(page: Any, dialogs: list[str], sections: list[str]) -> str
 
 def test_feedback_page_reads_well(browser: Any, pages: dict[str, Path]) -> None:
     page, dialogs = opened(browser, pages["feedback"])
-    text = check_reader_view(page, dialogs, ["total", "tasks", "failed", "passed"])
+    text = check_reader_view(page, dialogs, ["total", "late", "tasks", "failed", "passed"])
     order = page.evaluate("document.getElementById('failed').compareDocumentPosition(document.getElementById('passed'))")
     assert order & 4, "the failed tests must come before the passed ones"
     leaked = [p for p in MACHINE_PATHS if p in text]
