@@ -438,7 +438,7 @@ class Student:
     status: str
     score: float | None
     tasks: dict[str, float | None]
-    submitted: str = ""  # nbgrader's timestamp, "" when the batch does not know it
+    submitted: str = ""  # nbgrader's timestamp to the second, "" when the batch does not know it
     late: str = ""  # how late (h:mm:ss) and the penalty, "" when on time or unknown
     feedback: str = ""  # the feedback page's path relative to the report, "" when there is none
 
@@ -476,7 +476,7 @@ def students(assignment: Assignment, subs: list[Submission], batch: Path) -> lis
             late += f", {penalty:g} point(s) off"
         out.append(Student(sub.name, str(row.get("status") or "not graded"), number(row.get("score")),
                            {task.name: number(row.get(f"task:{task.name}")) for task in assignment.tasks},
-                           extra.get("timestamp", ""), late,
+                           re.sub(r"\.\d+", "", extra.get("timestamp", "")), late,  # to the second
                            feedback_file(index, sub.name) if sub.results is not None else ""))
     return out
 

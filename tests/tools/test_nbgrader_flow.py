@@ -19,6 +19,7 @@ import io
 import json
 import logging
 import os
+import re
 import shutil
 import sys
 import warnings
@@ -267,6 +268,9 @@ def test_class_report_reads_the_batch(flow: Flow, tmp_path: Path) -> None:
             if row["section"] == "student"}
     assert "late" in rows.get(("bob", "late"), "") and ("alice", "late") not in rows and ("alice", "submitted") in rows, \
         f"the report's student rows should give alice's submission time and bob's lateness: {rows}"
+    assert re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\D*", rows[("alice", "submitted")]) and \
+        "0:00:00 late" not in rows[("bob", "late")], (
+            f"times read to the second and a late submission at least a second late: {rows}")
 
 
 def test_nbgrader_autograde_is_refused(flow: Flow) -> None:
