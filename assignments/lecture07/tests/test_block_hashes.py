@@ -11,6 +11,8 @@ from typing import Any
 import numpy as np
 import pytest
 
+from hash_properties import hashes_property
+from kvlab.testing.conformance import run_given
 from prefix_checks import (
     checked_hashes, digests_problem, distinct_prefixes_problem, every_token_problem, first_difference,
     negative_ids_problem,
@@ -76,3 +78,10 @@ def test_every_token_of_a_block_counts(student: Any) -> None:
     pairs = [([1, 23, 4], [12, 3, 4]), ([5, 6, 7, 77, 7, 7], [5, 6, 7, 7, 77, 7])]
     problem = distinct_prefixes_problem(student, pairs, 3)
     assert problem is None, problem
+
+
+# The stated properties on generated token lists (hash_properties.py): ids 0, negative and up to the
+# int64 range, block sizes 1 to 5, with and without a parent.
+@pytest.mark.task("block_hashes", points=0.5)
+def test_generated_tokens_keep_the_properties(student: Any) -> None:
+    run_given(hashes_property(student, max_examples=15))

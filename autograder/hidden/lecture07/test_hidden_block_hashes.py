@@ -8,6 +8,8 @@ from typing import Any
 import numpy as np
 import pytest
 
+from hash_properties import family_property, hashes_property
+from kvlab.testing.conformance import run_given
 from prefix_checks import (
     checked_hashes, digests_problem, distinct_prefixes_problem, every_token_problem, first_difference,
     negative_ids_problem,
@@ -46,7 +48,7 @@ def test_one_hex_digest_per_full_block(student: Any, block_size: int) -> None:
     assert problem is None, problem
 
 
-@pytest.mark.task("block_hashes", points=1)
+@pytest.mark.task("block_hashes", points=0.5)
 @pytest.mark.parametrize(("a_len", "b_len"), [(8, 0), (8, 5), (16, 8), (24, 19)])
 def test_continuing_a_chain(student: Any, a_len: int, b_len: int) -> None:
     n = 8
@@ -149,3 +151,15 @@ def test_same_digests_in_a_fresh_process(student: Any) -> None:
         "Python's hash() of a str or bytes is salted per process (PYTHONHASHSEED) and so is anything derived "
         "from it: hash the bytes with hashlib.sha256 only"
     )
+
+
+# The stated properties on generated token lists (hash_properties.py), more of them than the public
+# run; and over families of lists sharing prefixes, digests equal exactly when the reference's are.
+@pytest.mark.task("block_hashes", points=0.5)
+def test_generated_tokens_keep_the_properties(student: Any) -> None:
+    run_given(hashes_property(student, max_examples=25))
+
+
+@pytest.mark.task("block_hashes", points=1)
+def test_generated_families_match_the_reference(student: Any) -> None:
+    run_given(family_property(student, max_examples=20))
