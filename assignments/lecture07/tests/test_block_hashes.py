@@ -1,8 +1,8 @@
 """Public tests of block_hashes (task block_hashes). Run: make test TASK=block_hashes.
 
 One lowercase hex SHA-256 digest per full block; digest i covers every token of blocks 0 .. i. The
-grader checks the same properties with the same diagnoses (prefix_checks.py, in this folder) on
-other tokens and block sizes.
+grader checks the same properties with the same diagnoses (prefix_checks.py and hash_properties.py,
+in this folder) on other tokens and block sizes.
 """
 from __future__ import annotations
 

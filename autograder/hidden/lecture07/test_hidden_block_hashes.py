@@ -1,6 +1,8 @@
 """Hidden tests of block_hashes (task block_hashes): format and count, chaining, continuation,
 independence of the integer dtype, every token counting (different prefixes, different digests),
-the parent, and the same digests in a fresh process."""
+the parent, and the same digests in a fresh process; then the same properties on generated token
+lists, and over generated families of lists sharing prefixes, digests equal exactly when their
+parents and prefixes are (hash_properties.py)."""
 from __future__ import annotations
 
 from typing import Any
