@@ -19,7 +19,7 @@ from prefix_checks import (
 )
 
 
-@pytest.mark.task("block_hashes", points=1)
+@pytest.mark.task("block_hashes", points=0.9)
 def test_one_digest_per_full_block(student: Any) -> None:
     for n in (0, 7, 8, 20):
         call = f"block_hashes(<{n} tokens>, 8)"
@@ -31,7 +31,7 @@ def test_one_digest_per_full_block(student: Any) -> None:
     assert problem is None, problem
 
 
-@pytest.mark.task("block_hashes", points=1)
+@pytest.mark.task("block_hashes", points=0.9)
 def test_chained_and_the_same_everywhere(student: Any) -> None:
     tokens = [int(t) for t in np.random.default_rng(30).integers(0, 100, size=16)]
     changed = [tokens[0] + 1] + tokens[1:]
@@ -54,7 +54,7 @@ def test_chained_and_the_same_everywhere(student: Any) -> None:
     )
 
 
-@pytest.mark.task("block_hashes", points=1)
+@pytest.mark.task("block_hashes", points=0.9)
 def test_parent_continues_the_chain(student: Any) -> None:
     tokens = [int(t) for t in np.random.default_rng(31).integers(0, 1000, size=20)]
     a, b = tokens[:6], tokens[6:]
@@ -69,7 +69,7 @@ def test_parent_continues_the_chain(student: Any) -> None:
     )
 
 
-@pytest.mark.task("block_hashes", points=1)
+@pytest.mark.task("block_hashes", points=0.9)
 def test_every_token_of_a_block_counts(student: Any) -> None:
     tokens = np.random.default_rng(32).integers(0, 1000, size=3 * 5)
     problem = every_token_problem(student, tokens, 5)
