@@ -39,8 +39,10 @@ class BlockPool:
     Hkv, d] arrays of `dtype`, and the property `num_free`. Block ids are the ints 0 .. n_blocks-1
     (Python `int`s, not numpy integers, even where the pool keeps its refcounts in an array).
 
-    A block is free (refcount 0) or in use (refcount >= 1). `allocate()` hands out any free block
-    (an int id) with refcount 1; `decref` to 0 frees it again, and it can be allocated again.
+    A block is free (refcount 0) or in use (refcount >= 1). A new pool's blocks are all free, and
+    each pool has its own blocks and refcounts (a call on one pool changes no other). `allocate()`
+    hands out any free block (an int id) with refcount 1; `decref` to 0 frees it again, and it can
+    be allocated again.
     `incref`/`decref` raise ValueError for an unknown id (negative or >= n_blocks) or a free block;
     `refcount` raises ValueError for an unknown id and is 0 for a free block. An unknown id is
     anything `check_block_id` refuses (True and 1.0 included). A call that raises changes nothing.

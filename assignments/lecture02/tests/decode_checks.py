@@ -793,6 +793,29 @@ def float32_decode_problem(student: Any, config: str, batch: int, length: int, s
     return None if problem is None else f"with float32 params: {problem}"
 
 
+def dtype_switch_problem(student: Any, config: str, batch: int, length: int, seed: int, n_new: int) -> str | None:
+    """greedy_decode of one prompt with float64 params, then float32, then float64 again (one model,
+    one batch size), each against its own dtype's reference: every call prefills a new KVCache of
+    its params' dtype, so no call decodes in the dtype of the one before."""
+    cfg = CONFIGS[config]
+    prompt = prompt_for(cfg, batch, length, seed=seed)
+    before = None
+    for dtype, atol in ((np.float64, LOGIT_ATOL), (np.float32, FLOAT32_LOGIT_ATOL), (np.float64, LOGIT_ATOL)):
+        params = params_for(config, dtype=dtype)
+        expected_tokens, expected_logits = generate(params, cfg, prompt, n_new)
+        result = decoded(student, params, cfg, prompt, n_new)
+        problem = decode_problem(result, prompt, n_new, expected_tokens, expected_logits, params, cfg, atol=atol)
+        name = np.dtype(dtype).name
+        if problem is not None:
+            if before is None:
+                return f"with {name} params: {problem}"
+            return (f"with {name} params, right after the same decode with {before} params: {problem}. Each call "
+                    "must prefill into a new KVCache of its own params' dtype: a cache kept from an earlier call and "
+                    "reused keeps that call's dtype")
+        before = name
+    return None
+
+
 def tie_problem(student: Any, seeds: range, n_new: int) -> str | None:
     """greedy_decode where two tokens tie exactly at the top of step 0 (tied_params): the lower wins."""
     cfg = CONFIGS["GQA"]

@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 
 from decode_checks import (
-    CONFIGS, decode_problem, decoded, float32_decode_problem, params_for, positions_once_problem, prompt_for,
-    tie_problem, zero_new_problem,
+    CONFIGS, decode_problem, decoded, dtype_switch_problem, float32_decode_problem, params_for, positions_once_problem,
+    prompt_for, tie_problem, zero_new_problem,
 )
 from kvlab.model import generate
 
@@ -56,6 +56,9 @@ def test_forward_sees_each_position_once(student: Any, batch: int, prompt_len: i
 @pytest.mark.task("greedy_decode", points=1)
 def test_float32_params_decode_in_float32(student: Any) -> None:
     problem = float32_decode_problem(student, "MHA", batch=1, length=3, seed=50, n_new=4)
+    assert problem is None, problem
+    # And one call after another of the other dtype: each decodes in its own params' dtype.
+    problem = dtype_switch_problem(student, "GQA", batch=1, length=3, seed=51, n_new=3)
     assert problem is None, problem
 
 

@@ -38,6 +38,7 @@ POOL = "paged_kv.py:BlockPool"
 SEQ = "paged_kv.py:PagedSequence"
 PREFIX = "prefix_cache.py:PrefixCache"
 LRU = "prefix_cache.py:LRUCache"
+HASHES = "prefix_cache.py:block_hashes"
 
 # Each rule's sentence, quoted exactly from the stub named (tests/suites/test_conformance.py checks it is there).
 RULES: dict[str, Rule] = {
@@ -49,6 +50,8 @@ RULES: dict[str, Rule] = {
     "bad_id": Rule(POOL, "`incref`/`decref` raise ValueError for an unknown id (negative or >= n_blocks) or a free "
                          "block; `refcount` raises ValueError for an unknown id and is 0 for a free block."),
     "unknown_id": Rule(POOL, "An unknown id is anything `check_block_id` refuses (True and 1.0 included)."),
+    "new_pool": Rule(POOL, "A new pool's blocks are all free, and each pool has its own blocks and refcounts (a call "
+                           "on one pool changes no other)."),
     "raise_changes_nothing": Rule(POOL, "A call that raises changes nothing."),
     "incref": Rule(f"{POOL}.incref", "One more user of an in-use block."),
     "decref": Rule(f"{POOL}.decref", "One user fewer; at refcount 0 the block is free again."),
@@ -64,6 +67,19 @@ RULES: dict[str, Rule] = {
     "slots_range": Rule(f"{SEQ}.slots", "ValueError for a negative start or n, and for a position beyond the reserved "
                                         "blocks (start + n > len(blocks) * block_size)."),
     "free": Rule(f"{SEQ}.free", "Decref every block (the newest first), then blocks = [] and length = 0."),
+    "hash_format": Rule(HASHES, "One lowercase hex SHA-256 digest (64 characters) per full block of `tokens` (1-D "
+                                "integers)."),
+    "hash_list": Rule(HASHES, "Returns a `list` of str (empty when there is no full block)."),
+    "hash_chain": Rule(HASHES, "Digest i covers `parent` and every token of blocks 0 .. i, each token of a block "
+                               "included (the first and the last), so it names the whole prefix."),
+    "hash_partial": Rule(HASHES, "A trailing partial block gets no digest."),
+    "hash_values": Rule(HASHES, "The digests depend only on the integer values (a list, tuple or ndarray of any "
+                                "integer dtype gives the same digests) and are the same in every process (so no "
+                                "Python `hash()`, whose seed changes per process)."),
+    "hash_continue": Rule(HASHES, "Continuing a chain: block_hashes(a + b, n) == block_hashes(a, n) + block_hashes(b, "
+                                  "n, parent=block_hashes(a, n)[-1]) when len(a) is a non-zero multiple of n."),
+    "hash_negative": Rule(HASHES, "Negative integers are integers: they are hashed like any other value (a digest "
+                                  "depends on the sign: -1 and 1 give different digests), never refused."),
     "lookup": Rule(f"{PREFIX}.lookup", "The blocks (a list of int ids) of the longest leading run of `hashes` that is "
                                        "cached."),
     "lookup_unchanged": Rule(f"{PREFIX}.lookup", "It stops at the first hash that is not cached. Refcounts unchanged."),
@@ -82,8 +98,9 @@ RULES: dict[str, Rule] = {
                                             "comes back)."),
 }
 
-# The machines' pool: few blocks of two slots, so random calls run out of blocks and reuse them often.
-N_BLOCKS, BLOCK_SIZE = 5, 2
+# The machines' pool: few blocks of two slots, so random calls run out of blocks and reuse them often;
+# and the other pool beside it, of another size.
+N_BLOCKS, BLOCK_SIZE, OTHER_BLOCKS = 5, 2, 2
 # Public runs (a student's make test); the hidden suite runs more and longer sequences.
 # Sized to the grading's time: each step is two round trips to the student's process when graded.
 PUBLIC_SETTINGS = machine_settings(max_examples=12, steps=15)
@@ -122,7 +139,8 @@ def pool_machine(student: Any, with_sequences: bool) -> type[RuleBasedStateMachi
 
     The machine keeps the refcounts the rules give (`refs`; `held` is the references the machine
     took itself, the only ones it drops) and each sequence's blocks and length; after every call it
-    reads every refcount, num_free and each sequence's blocks and length, and compares.
+    reads every refcount, num_free and each sequence's blocks and length, and compares. Another pool,
+    made first and holding one block, must keep its own refcounts all along.
     """
     n_blocks, size = N_BLOCKS, BLOCK_SIZE
     module = student.paged_kv
@@ -131,23 +149,35 @@ def pool_machine(student: Any, with_sequences: bool) -> type[RuleBasedStateMachi
     class PoolMachine(RuleBasedStateMachine):
         @initialize()
         def start(self) -> None:
+            # Another pool, made first and holding one block: the machine's pool starts with every
+            # block free all the same, and no call on it changes the other.
+            self.other = module.BlockPool(CFG, OTHER_BLOCKS, size)
+            self.log = Transcript(f"other = BlockPool(TINY, n_blocks={OTHER_BLOCKS}, block_size={size})")
+            got = outcome_of(self.other.allocate)
+            self.log.add("other.allocate()", got)
+            self.log.check(got.error is None and known_id(got.value, OTHER_BLOCKS), "other.allocate()",
+                           f"it {got.describe()} on a new pool of {OTHER_BLOCKS} free blocks", RULES["allocate"])
+            self.other_refs = [int(block == got.value) for block in range(OTHER_BLOCKS)]
             self.pool = module.BlockPool(CFG, n_blocks, size)
             self.refs = [0] * n_blocks
             self.held = [0] * n_blocks
             self.seqs: list[tuple[Any, list[int], list[int]]] = []  # (student's, blocks, [length])
-            self.log = Transcript(f"pool = BlockPool(TINY, n_blocks={n_blocks}, block_size={size})")
-            self.observe("BlockPool(...)", RULES["num_free"])
+            self.log.add(f"pool = BlockPool(TINY, n_blocks={n_blocks}, block_size={size})")
+            self.observe("BlockPool(...)", RULES["new_pool"])
 
         def questions(self) -> list[tuple[Any, str, tuple[Any, ...] | None]]:
             asked = [(self.pool, "refcount", (block,)) for block in range(n_blocks)] + [(self.pool, "num_free", None)]
             for seq, _, _ in self.seqs:
                 asked += [(seq, "blocks", None), (seq, "length", None)]
-            return asked
+            return asked + [(self.other, "refcount", (block,)) for block in range(OTHER_BLOCKS)]
 
         def observe(self, call: str, rule: Rule) -> None:
             """Every observable against what `rule` gives (the machine's refs, blocks and lengths)."""
             answers = ask(student, self.questions())
             counts, free = answers[:n_blocks], answers[n_blocks]
+            others = answers[-OTHER_BLOCKS:]
+            self.log.check(others == self.other_refs, call, f"afterwards the other pool's refcounts are {others!r}; "
+                           f"the rule gives {self.other_refs} (the other pool's own)", RULES["new_pool"])
             for block, got in enumerate(counts):
                 self.log.check(got == self.refs[block] and is_plain_int(got), call,
                                f"afterwards refcount({block}) is {got!r}; the rule gives {self.refs[block]}", rule)

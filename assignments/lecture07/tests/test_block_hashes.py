@@ -1,8 +1,8 @@
 """Public tests of block_hashes (task block_hashes). Run: make test TASK=block_hashes.
 
 One lowercase hex SHA-256 digest per full block; digest i covers every token of blocks 0 .. i. The
-grader checks the same properties with the same diagnoses (prefix_checks.py, in this folder) on
-other tokens and block sizes.
+grader checks the same properties with the same diagnoses (prefix_checks.py and hash_properties.py,
+in this folder) on other tokens and block sizes.
 """
 from __future__ import annotations
 
@@ -11,13 +11,15 @@ from typing import Any
 import numpy as np
 import pytest
 
+from hash_properties import hashes_property
+from kvlab.testing.conformance import run_given
 from prefix_checks import (
     checked_hashes, digests_problem, distinct_prefixes_problem, every_token_problem, first_difference,
     negative_ids_problem,
 )
 
 
-@pytest.mark.task("block_hashes", points=1)
+@pytest.mark.task("block_hashes", points=0.9)
 def test_one_digest_per_full_block(student: Any) -> None:
     for n in (0, 7, 8, 20):
         call = f"block_hashes(<{n} tokens>, 8)"
@@ -29,7 +31,7 @@ def test_one_digest_per_full_block(student: Any) -> None:
     assert problem is None, problem
 
 
-@pytest.mark.task("block_hashes", points=1)
+@pytest.mark.task("block_hashes", points=0.9)
 def test_chained_and_the_same_everywhere(student: Any) -> None:
     tokens = [int(t) for t in np.random.default_rng(30).integers(0, 100, size=16)]
     changed = [tokens[0] + 1] + tokens[1:]
@@ -52,7 +54,7 @@ def test_chained_and_the_same_everywhere(student: Any) -> None:
     )
 
 
-@pytest.mark.task("block_hashes", points=1)
+@pytest.mark.task("block_hashes", points=0.9)
 def test_parent_continues_the_chain(student: Any) -> None:
     tokens = [int(t) for t in np.random.default_rng(31).integers(0, 1000, size=20)]
     a, b = tokens[:6], tokens[6:]
@@ -67,7 +69,7 @@ def test_parent_continues_the_chain(student: Any) -> None:
     )
 
 
-@pytest.mark.task("block_hashes", points=1)
+@pytest.mark.task("block_hashes", points=0.9)
 def test_every_token_of_a_block_counts(student: Any) -> None:
     tokens = np.random.default_rng(32).integers(0, 1000, size=3 * 5)
     problem = every_token_problem(student, tokens, 5)
@@ -76,3 +78,10 @@ def test_every_token_of_a_block_counts(student: Any) -> None:
     pairs = [([1, 23, 4], [12, 3, 4]), ([5, 6, 7, 77, 7, 7], [5, 6, 7, 7, 77, 7])]
     problem = distinct_prefixes_problem(student, pairs, 3)
     assert problem is None, problem
+
+
+# The stated properties on generated token lists (hash_properties.py): ids 0, negative and up to the
+# int64 range, block sizes 1 to 5, with and without a parent.
+@pytest.mark.task("block_hashes", points=0.5)
+def test_generated_tokens_keep_the_properties(student: Any) -> None:
+    run_given(hashes_property(student, max_examples=15))

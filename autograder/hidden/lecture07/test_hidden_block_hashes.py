@@ -1,6 +1,8 @@
 """Hidden tests of block_hashes (task block_hashes): format and count, chaining, continuation,
 independence of the integer dtype, every token counting (different prefixes, different digests),
-the parent, and the same digests in a fresh process."""
+the parent, and the same digests in a fresh process; then the same properties on generated token
+lists, and over generated families of lists sharing prefixes, digests equal exactly when their
+parents and prefixes are (hash_properties.py)."""
 from __future__ import annotations
 
 from typing import Any
@@ -8,6 +10,8 @@ from typing import Any
 import numpy as np
 import pytest
 
+from hash_properties import family_property, hashes_property
+from kvlab.testing.conformance import run_given
 from prefix_checks import (
     checked_hashes, digests_problem, distinct_prefixes_problem, every_token_problem, first_difference,
     negative_ids_problem,
@@ -32,7 +36,7 @@ def split_alike_pairs(rng: np.random.Generator, n_pairs: int, digits: int) -> li
     return pairs
 
 
-@pytest.mark.task("block_hashes", points=1)
+@pytest.mark.task("block_hashes", points=0.9)
 @pytest.mark.parametrize("block_size", [4, 16])
 def test_one_hex_digest_per_full_block(student: Any, block_size: int) -> None:
     tokens = np.random.default_rng(block_size).integers(0, 50_000, size=3 * block_size + 1)
@@ -46,7 +50,7 @@ def test_one_hex_digest_per_full_block(student: Any, block_size: int) -> None:
     assert problem is None, problem
 
 
-@pytest.mark.task("block_hashes", points=1)
+@pytest.mark.task("block_hashes", points=0.9)
 @pytest.mark.parametrize(("a_len", "b_len"), [(8, 0), (8, 5), (16, 8), (24, 19)])
 def test_continuing_a_chain(student: Any, a_len: int, b_len: int) -> None:
     n = 8
@@ -63,7 +67,7 @@ def test_continuing_a_chain(student: Any, a_len: int, b_len: int) -> None:
     )
 
 
-@pytest.mark.task("block_hashes", points=1)
+@pytest.mark.task("block_hashes", points=0.9)
 def test_integer_dtype_does_not_matter(student: Any) -> None:
     reference = checked_hashes(student, SMALL_TOKENS, 8)
     forms = {"a tuple": tuple(SMALL_TOKENS)}
@@ -79,7 +83,7 @@ def test_integer_dtype_does_not_matter(student: Any) -> None:
         )
 
 
-@pytest.mark.task("block_hashes", points=1)
+@pytest.mark.task("block_hashes", points=0.9)
 def test_every_token_of_a_block_counts(student: Any) -> None:
     # Every offset of every block, the first and the last included: a digest that leaves a token out
     # lets two different prefixes share it.
@@ -91,7 +95,7 @@ def test_every_token_of_a_block_counts(student: Any) -> None:
     assert problem is None, problem
 
 
-@pytest.mark.task("block_hashes", points=1)
+@pytest.mark.task("block_hashes", points=0.9)
 def test_changing_block_j_changes_digests_j_onwards(student: Any) -> None:
     n, n_blocks = 8, 5
     tokens = np.random.default_rng(9).integers(0, 1000, size=n * n_blocks)
@@ -118,7 +122,7 @@ def test_changing_block_j_changes_digests_j_onwards(student: Any) -> None:
     )
 
 
-@pytest.mark.task("block_hashes", points=1)
+@pytest.mark.task("block_hashes", points=0.9)
 def test_parent_changes_every_digest(student: Any) -> None:
     tokens = SMALL_TOKENS[:32]
     plain = checked_hashes(student, tokens, 8)
@@ -136,7 +140,7 @@ def test_parent_changes_every_digest(student: Any) -> None:
     )
 
 
-@pytest.mark.task("block_hashes", points=1)
+@pytest.mark.task("block_hashes", points=0.9)
 def test_same_digests_in_a_fresh_process(student: Any) -> None:
     tokens = [int(t) for t in np.random.default_rng(12).integers(0, 50_000, size=70)]
     here = checked_hashes(student, tokens, 16)
@@ -149,3 +153,15 @@ def test_same_digests_in_a_fresh_process(student: Any) -> None:
         "Python's hash() of a str or bytes is salted per process (PYTHONHASHSEED) and so is anything derived "
         "from it: hash the bytes with hashlib.sha256 only"
     )
+
+
+# The stated properties on generated token lists (hash_properties.py), more of them than the public
+# run; and over families of lists sharing prefixes, digests equal exactly when the reference's are.
+@pytest.mark.task("block_hashes", points=0.5)
+def test_generated_tokens_keep_the_properties(student: Any) -> None:
+    run_given(hashes_property(student, max_examples=25))
+
+
+@pytest.mark.task("block_hashes", points=0.5)
+def test_generated_families_match_the_reference(student: Any) -> None:
+    run_given(family_property(student, max_examples=20))
