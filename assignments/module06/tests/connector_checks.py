@@ -215,3 +215,71 @@ def edge_problem(student: Any, what: str, call: Callable[[Any, Any], Any], want:
         return f"{what} raised {describe_error(error)}; it is valid input (see its docstring)"
     problem = want(result)
     return None if problem is None else f"{what}: {problem}"
+
+
+def store_counts(store: MemoryStore) -> tuple[int, dict[str, int]]:
+    """(round trips, commands per name) the MemoryStore `store` (the test's) counted so far."""
+    return store.round_trips, dict(store.commands)
+
+
+def sent_since(store: MemoryStore, before: tuple[int, dict[str, int]]) -> tuple[int, dict[str, int]]:
+    """(round trips, commands per name) the store received since `before` (a store_counts result)."""
+    round_trips, commands = store_counts(store)
+    return round_trips - before[0], {k: v - before[1].get(k, 0) for k, v in commands.items() if v != before[1].get(k, 0)}
+
+
+def lookup_reads_problem(label: str, commands: dict[str, int]) -> str | None:
+    """None if a lookup (of `label`) sent no GET or MGET among `commands` (a sent_since result); else what."""
+    reads = {name: count for name, count in commands.items() if name in ("get", "mget")}
+    if not reads:
+        return None
+    return (f"lookup ({label}) sent {reads} to the store (all its commands: {commands}); expected no GET or "
+            "MGET. lookup reads no values (uses `exists`): a GET also refreshes the store's LRU order, "
+            "keeping chunks alive that nobody loads, and moves the chunks' bytes for nothing")
+
+
+def load_reads_problem(call: str, n: int, chunk_size: int, round_trips: int, commands: dict[str, int]) -> str | None:
+    """None if a load of `n` tokens (`call`) took at most one round trip and one GET per chunk it needs, and at
+    most one MGET; else what it sent."""
+    needed = -(-n // chunk_size)
+    if round_trips <= needed and commands.get("get", 0) <= needed and commands.get("mget", 0) <= 1:
+        return None
+    return (f"{call} ({needed} chunks of {chunk_size}) took {round_trips} round trips to the store "
+            f"(commands {commands}); expected at most {needed}. load reads only the ceil(n / chunk_size) "
+            "chunks that cover tokens 0 .. n-1, each at most once (a GET each, one MGET, or one pipeline)")
+
+
+def failed_load_bytes_problem(call: str, added: int, received: int) -> str | None:
+    """None if a load (`call`) that returned None added the `received` bytes to bytes_loaded; else what it added."""
+    if added == received:
+        return None
+    return (f"{call} returned None and added {added:,} to bytes_loaded; expected {received:,}, the len() of the "
+            "values it received. bytes_loaded counts the bytes load received in both cases, success or None: a "
+            "failed load moved those bytes too")
+
+
+def bad_load_problem(connector: Any, store: MemoryStore, tokens: Sequence[int], n: int, chunk_size: int) -> str | None:
+    """None if connector.load(tokens, n), for an n outside 1 .. the tokens of the full chunks, raises ValueError
+    before sending anything to `store`; else what it did."""
+    full = len(tokens) // chunk_size * chunk_size
+    before = store_counts(store)
+    result, error = outcome(lambda: connector.load(tokens, n))
+    if not isinstance(error, ValueError):
+        return (f"load(<{len(tokens)} tokens>, {n}) with chunks of {chunk_size} should raise ValueError; it "
+                + (f"raised {type(error).__name__}: {error}" if error else f"returned {type(result).__name__}")
+                + f". n must be from 1 to the tokens of the full chunks ({full} here)")
+    _, sent = sent_since(store, before)
+    if sent:
+        return (f"load(<{len(tokens)} tokens>, {n}) raised ValueError after sending {sent} to the store; expected the "
+                "ValueError before the store is read (Redis refuses an MGET of no keys with another error)")
+    return None
+
+
+def failed_load_problem(what: str, load: Callable[[], Any], cause: str) -> str | None:
+    """None if `load()` (a connector's load, named `what`, whose chunks are not all usable) returns None; else
+    what it did, with `cause`."""
+    got, error = outcome(load)
+    if error is None and got is None:
+        return None
+    return (f"{what} " + (f"raised {type(error).__name__}: {error}" if error else f"returned {type(got).__name__}")
+            + f"; expected None (the stated contract: the engine then computes those tokens). Likely cause: {cause}")

@@ -19,7 +19,8 @@ import numpy as np
 import pytest
 
 from connector_checks import (
-    describe_error, docstring_layout, elsewhere_read_problem, keys_problem, kv_array, lent_store, outcome, tokens_of,
+    describe_error, docstring_layout, elsewhere_read_problem, failed_load_bytes_problem, keys_problem, kv_array,
+    lent_store, load_reads_problem, lookup_reads_problem, outcome, sent_since, store_counts, tokens_of,
 )
 from kvlab.kvstore import MemoryStore
 
@@ -137,17 +138,6 @@ def checksummed_foreign_variants(kv: np.ndarray, fingerprint: str) -> dict[str, 
     }
 
 
-def store_counts(store: MemoryStore) -> tuple[int, dict[str, int]]:
-    """(round trips, commands per name) the MemoryStore `store` (this process's) counted so far."""
-    return store.round_trips, dict(store.commands)
-
-
-def sent_since(store: Any, before: tuple[int, dict[str, int]]) -> tuple[int, dict[str, int]]:
-    """(round trips, commands per name) the store received since `before` (a store_counts result)."""
-    round_trips, commands = store_counts(store)
-    return round_trips - before[0], {k: v - before[1].get(k, 0) for k, v in commands.items() if v != before[1].get(k, 0)}
-
-
 def stored_prompt(student: Any, n_chunks: int, seed: int, chunk_size: int = 4) -> tuple[Any, list[int], list[str], list[int]]:
     """(store, tokens, keys, value sizes): a MemoryStore holding the n_chunks full chunks of a prompt of
     n_chunks * chunk_size + 1 tokens, stored by a connector of its own."""
@@ -185,12 +175,9 @@ def reads_needed_chunks_once_problem(student: Any) -> str | None:
                     "another chunk's bytes), returned KV other than the chunks the store holds now. load returns the "
                     "chunks the store holds when it is called: it reads them from the store each time (another engine "
                     "may have replaced them), never from a copy kept earlier")
-        round_trips, commands = sent_since(store, before)
-        needed = -(-n // 4)
-        if round_trips > needed or commands.get("get", 0) > needed or commands.get("mget", 0) > 1:
-            return (f"load(<21 tokens>, {n}) ({needed} chunks of 4) took {round_trips} round trips to the store "
-                    f"(commands {commands}); expected at most {needed}. load reads only the ceil(n / chunk_size) "
-                    "chunks that cover tokens 0 .. n-1, each at most once (a GET each, one MGET, or one pipeline)")
+        problem = load_reads_problem(f"load(<21 tokens>, {n})", n, 4, *sent_since(store, before))
+        if problem:
+            return problem
     return None
 
 
@@ -204,12 +191,9 @@ def lookup_reads_no_values_problem(student: Any) -> str | None:
         got = called(f"lookup ({label})", lambda prompt=prompt: connector.lookup(prompt))
         if got != want:
             return f"lookup ({label}) returned {got!r}; expected {want}"
-        _, commands = sent_since(store, before)
-        reads = {name: count for name, count in commands.items() if name in ("get", "mget")}
-        if reads:
-            return (f"lookup ({label}) sent {reads} to the store (all its commands: {commands}); expected no GET or "
-                    "MGET. lookup reads no values (uses `exists`): a GET also refreshes the store's LRU order, "
-                    "keeping chunks alive that nobody loads, and moves the chunks' bytes for nothing")
+        problem = lookup_reads_problem(label, sent_since(store, before)[1])
+        if problem:
+            return problem
     return None
 
 
@@ -228,11 +212,10 @@ def bytes_loaded_on_failure_problem(student: Any) -> str | None:
         got = called(f"load(<13 tokens>, 12) with {label}", lambda: connector.load(tokens, 12))
         if got is not None:
             return f"load(<13 tokens>, 12) with {label} returned {type(got).__name__}; expected None (a miss)"
-        added = counters(connector)["bytes_loaded"] - before["bytes_loaded"]
-        if added != received:
-            return (f"load(<13 tokens>, 12) with {label} returned None and added {added:,} to bytes_loaded; expected "
-                    f"{received:,}, the len() of the values it received. bytes_loaded counts the bytes load received "
-                    "in both cases, success or None: a failed load moved those bytes too")
+        problem = failed_load_bytes_problem(f"load(<13 tokens>, 12) with {label}",
+                                            counters(connector)["bytes_loaded"] - before["bytes_loaded"], received)
+        if problem:
+            return problem
     return None
 
 

@@ -20,8 +20,9 @@ from _kv_connector_checks import (
     damaged_variants, elsewhere_problem, first_difference, new_connector, serialized, written_elsewhere,
 )
 from connector_checks import (
-    FOREIGN_CAUSE, HEAD_DIM, LAYERS, array_mismatch, counters_problem, describe_error, edge_problem, keys_problem,
-    kv_array, lookup_problem, miss_problem, outcome, resend_problem, stored_elsewhere_problem, tokens_of,
+    FOREIGN_CAUSE, HEAD_DIM, LAYERS, array_mismatch, bad_load_problem, counters_problem, describe_error, edge_problem,
+    failed_load_problem, keys_problem, kv_array, lookup_problem, miss_problem, outcome, resend_problem,
+    stored_elsewhere_problem, tokens_of,
 )
 
 
@@ -313,16 +314,13 @@ def test_load_of_a_chunk_gone_or_damaged_is_a_miss(student: Any) -> None:
             called("store.delete", lambda: store.delete(keys[1]))
         else:
             called("store.set", lambda value=value: store.set(keys[1], value))
-        got, error = outcome(lambda: connector.load(tokens, n))
-        assert error is None and got is None, (
-            f"load of 4 chunks when chunk 1 {label} after lookup " + (f"raised {type(error).__name__}: {error}"
-                                                                     if error else f"returned {type(got).__name__}")
-            + "; expected None (the stated contract: the engine then computes those tokens). Likely cause: "
-            + ("a missing chunk must not be skipped or raise" if label == "was evicted" else
-               "every chunk must be checked (deserialize_chunk) before any is used" if label == "was damaged" else
-               "a chunk of the wrong shape must be refused: each must be [L, 2, chunk_size, Hkv, d]" if "half" in label else
-               "every chunk must have the first chunk's dtype, L, Hkv and d")
-        )
+        problem = failed_load_problem(
+            f"load of 4 chunks when chunk 1 {label} after lookup", lambda: connector.load(tokens, n),
+            "a missing chunk must not be skipped or raise" if label == "was evicted" else
+            "every chunk must be checked (deserialize_chunk) before any is used" if label == "was damaged" else
+            "a chunk of the wrong shape must be refused: each must be [L, 2, chunk_size, Hkv, d]" if "half" in label else
+            "every chunk must have the first chunk's dtype, L, Hkv and d")
+        assert problem is None, problem
         assert counters(connector)["hits"] == before["hits"], (
             f"a failed load (chunk 1 {label}) changed hits; expected hits to count chunks of successful loads only"
         )
@@ -342,18 +340,8 @@ def test_misses_and_bad_arguments(student: Any) -> None:
                                {"misses": 3, "hits": 0})
     assert got == 2 * chunk and problem is None, problem or f"lookup returned {got!r}; expected {2 * chunk}"
     for n in (0, -chunk, 5 * chunk + 1):
-        commands = dict(called("store.commands", lambda: store.commands))
-        result, error = outcome(lambda n=n: connector.load(tokens, n))
-        assert isinstance(error, ValueError), (
-            f"load(<21 tokens>, {n}) with chunks of {chunk} should raise ValueError; it "
-            + (f"raised {type(error).__name__}: {error}" if error else f"returned {type(result).__name__}")
-            + ". n must be from 1 to the tokens of the full chunks (20 here)"
-        )
-        sent = {k: v - commands.get(k, 0) for k, v in called("store.commands", lambda: store.commands).items()
-                if v != commands.get(k, 0)}
-        assert not sent, (
-            f"load(<21 tokens>, {n}) raised ValueError after sending {sent} to the store; expected the ValueError "
-            "before the store is read (Redis refuses an MGET of no keys with another error)")
+        problem = bad_load_problem(connector, store, tokens, n, chunk)
+        assert problem is None, problem
     result, error = outcome(lambda: connector.store(tokens, kv_array(3 * chunk, seed=62)))
     assert isinstance(error, ValueError), (
         "store of 5 full chunks with KV of only 12 tokens should raise ValueError; it "
