@@ -3,9 +3,8 @@ tokens only, any integer type, the fingerprint, the same in every process), exac
 foreign chunks read as misses, and the connector's lookup (no values read), load (the chunks it needs, each at most once), store and
 counters (bytes_loaded of failed loads included) on a kvlab.kvstore.MemoryStore.
 
-One module on purpose (over 400 lines): a test file grades one task and is named after it (the
-tests of the tests check both), so every hidden test of kv_connector stands here; the checks they
-share are apart already, in _kv_connector_checks.py.
+The checks they share with the public tests are in the public folder's connector_checks.py, the
+hidden tests' own helpers in _kv_connector_checks.py.
 """
 from __future__ import annotations
 
