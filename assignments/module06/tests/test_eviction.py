@@ -1,15 +1,13 @@
 """Public tests of BlockManager.free, append_tokens and lazy eviction (task eviction). Run: make test TASK=eviction."""
 from __future__ import annotations
 
-import hashlib
 from typing import Any
 
-import numpy as np
 import pytest
 
 from conformance_checks import PUBLIC_SETTINGS, manager_machine
 from kvlab.testing.conformance import run_machine
-from edge_checks import edge_problem
+from manager_checks import chained_hashes, edge_problem
 
 A = list(range(100, 112))  # 3 full blocks of 4
 
@@ -36,13 +34,10 @@ def test_reverse_free_and_lazy_eviction(student: Any) -> None:
     assert tuple(answer) == (8, [0, 1, 6, 5]), (
         f"A's tail block was evicted first, its head blocks 0 and 1 are still hits: expected (8, [0, 1, 6, 5]); got {answer}")
     manager.append_tokens("a", [1, 2, 3])
-    blocks = [A[i:i + 4] for i in range(0, 12, 4)] + [[7, 1, 2, 3]]
-    chain = b""
-    for block in blocks:
-        chain = hashlib.sha256(chain + np.asarray(block, dtype="<i8").tobytes()).hexdigest().encode()
-    assert manager.block_hash(5) == chain.decode(), (
+    chain = chained_hashes(A + [7, 1, 2, 3], 4)[-1]
+    assert manager.block_hash(5) == chain, (
         f"block 5, the 4th block of a2, filled by append_tokens, has hash {manager.block_hash(5)!r:.20}; expected "
-        f"{chain.decode()[:16]!r}... Likely cause: its parent is the hash of the request's previous full block (the "
+        f"{chain[:16]!r}... Likely cause: its parent is the hash of the request's previous full block (the "
         "3rd, block 6), not of its first")
     shared = student.block_manager.BlockManager(4, 4)
     shared.allocate("x", A[:4] + [1])
@@ -66,8 +61,7 @@ def test_append_tokens(student: Any) -> None:
     assert manager.block_hash(0) is not None, "a block that append_tokens makes full is hashed"
     assert list(manager.append_tokens("a", [5])) == [1], "the 5th token needs a new block: [1]"
     assert list(manager.append_tokens("a", [6, 7, 8])) == [], "tokens 6 to 8 fill block 1: no new block"
-    chain = hashlib.sha256(np.asarray([1, 2, 3, 4], dtype="<i8").tobytes()).hexdigest().encode()
-    want = hashlib.sha256(chain + np.asarray([5, 6, 7, 8], dtype="<i8").tobytes()).hexdigest()
+    want = chained_hashes([1, 2, 3, 4, 5, 6, 7, 8], 4)[1]
     assert manager.block_hash(1) == want, (
         f"block 1, filled by append_tokens, has hash {manager.block_hash(1)!r:.20}; expected {want[:16]!r}... Likely "
         "cause: the hash must be lecture 7's chained SHA-256 over the request's tokens, block by block (its parent "

@@ -10,11 +10,7 @@ from typing import Any
 import pytest
 
 from kvlab.testing.drills import churn_problem
-
-
-def queue_of(student: Any, n: int) -> tuple[Any, list[Any]]:
-    blocks = [student.block_manager.KVBlock(i) for i in range(n)]
-    return student.block_manager.FreeBlockQueue(blocks), blocks
+from queue_checks import ORDER_CAUSE, order_problem, queue_of, value_error_problem
 
 
 @pytest.mark.task("free_queue", points=1)
@@ -25,15 +21,14 @@ def test_queue_walk(student: Any) -> None:
     head = queue.popleft()
     assert head.block_id == 0, f"popleft() should return the head, block 0; got block {head.block_id}"
     queue.remove(blocks[2])
-    assert list(queue.block_ids()) == [1, 3, 4], f"after popleft() and remove(block 2) the queue should be [1, 3, 4]; got {queue.block_ids()}"
+    problem = order_problem("popleft() and remove(block 2)", queue, [1, 3, 4], reveal=True)
+    assert problem is None, problem
     queue.append(blocks[2])
     queue.append(head)
     queue.remove(blocks[4])
-    assert list(queue.block_ids()) == [1, 3, 2, 0], (
-        f"after append(block 2), append(block 0), remove(block 4) the queue should be [1, 3, 2, 0]; got {queue.block_ids()}. "
-        "Likely cause: remove unlinks a block wherever it is, relinking its two neighbours, and clears its links so it "
-        "can be appended again")
-    assert queue.num_free_blocks == 4, f"num_free_blocks should be 4; got {queue.num_free_blocks}"
+    problem = order_problem("append(block 2), append(block 0), remove(block 4)", queue, [1, 3, 2, 0], reveal=True,
+                            cause=ORDER_CAUSE + ", and clears its links so that it can be appended again")
+    assert problem is None, problem
 
 
 @pytest.mark.task("free_queue", points=1)
@@ -45,11 +40,8 @@ def test_errors(student: Any) -> None:
                        ("remove of a block not in the queue", lambda: queue.remove(blocks[0])),
                        ("FreeBlockQueue of one block given twice",
                         lambda: student.block_manager.FreeBlockQueue([twice, twice]))):
-        try:
-            result = call()
-        except ValueError:
-            continue
-        pytest.fail(f"{what} should raise ValueError; it returned {result!r}")
+        problem = value_error_problem(what, call)
+        assert problem is None, problem
     empty = student.block_manager.FreeBlockQueue([])
     try:
         ids = list(empty.block_ids())

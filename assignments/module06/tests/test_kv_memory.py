@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from kvlab.hf_configs import CONFIGS
+from memory_checks import BOOL, CHECKED_FIRST, Either, bytes_problem, edge_problem
 
 QWEN_7B = CONFIGS["Qwen2.5-7B"]
 GPT2_LIKE = {"num_hidden_layers": 12, "hidden_size": 768, "num_attention_heads": 12}
@@ -42,14 +43,15 @@ CASES = [
 @pytest.mark.parametrize(("case", "config", "dtype_bytes", "expected", "causes"), CASES, ids=[c[0] for c in CASES])
 def test_bytes_per_token(student: Any, case: str, config: dict, dtype_bytes: int, expected: int,
                          causes: dict[int, str]) -> None:
-    actual = student.kv_memory.kv_bytes_per_token(config, dtype_bytes)
-    assert type(actual) is int, f"kv_bytes_per_token should return a plain int; got {type(actual).__name__}"
-    cause = causes.get(actual, "recheck the formula in the module docstring")
-    if actual == QUERY_HEADS_OR_KV_HEAD_DIM and case.startswith("Qwen2.5-7B (GQA"):
-        # Two mistakes give this count: asked again with head_dim given, the first is gone, the second not.
-        cause = (HEAD_DIM_FROM_KV_HEADS if student.kv_memory.kv_bytes_per_token({**config, "head_dim": 128}, 2) == 57_344
-                 else cause)
-    assert actual == expected, f"kv_bytes_per_token for {case}, dtype_bytes={dtype_bytes}: got {actual}, expected {expected}. Likely cause: {cause}"
+    def cause_of(actual: int) -> str:
+        if actual == QUERY_HEADS_OR_KV_HEAD_DIM and case.startswith("Qwen2.5-7B (GQA"):
+            # Two mistakes give this count: asked again with head_dim given, the first is gone, the second not.
+            if student.kv_memory.kv_bytes_per_token({**config, "head_dim": 128}, 2) == 57_344:
+                return HEAD_DIM_FROM_KV_HEADS
+        return causes.get(actual, "recheck the formula in the module docstring")
+
+    problem = bytes_problem(student, case, config, dtype_bytes, expected, cause_of, reveal=True)
+    assert problem is None, problem
     if "num_key_value_heads" not in config:  # a field set to None is absent: MHA, and not MLA
         for field in ("num_key_value_heads", "kv_lora_rank"):
             given = {**config, field: None}
@@ -88,21 +90,7 @@ def test_weights_that_do_not_fit_leave_no_batch(student: Any) -> None:
     assert actual == 0, f"Qwen2.5-72B's BF16 weights (145 GB) do not fit in 24 GB: max_batch should be 0; got {actual!r}"
 
 
-BOOL = "bool is not an int here (the module docstring)"
-CHECKED_FIRST = ("every argument and required field is checked before anything is computed: a ValueError even "
-                 "where the answer would otherwise be 0")
 NO_QUERY_HEADS = {"num_hidden_layers": 3, "num_key_value_heads": 2, "head_dim": 64}
-
-
-class Either:
-    """The count `value`, or a ValueError: both are accepted (the docstring says so)."""
-
-    def __init__(self, value: int) -> None:
-        self.value = value
-
-    def __repr__(self) -> str:
-        return f"{self.value} or ValueError"
-
 
 # (function, arguments, ValueError, the right answer or Either, what the case is, the rule it checks).
 # GPT2_LIKE: 36,864 bytes per token in BF16.
@@ -168,16 +156,6 @@ def wrong_cause(student: Any, call: str, args: tuple, rule: str) -> str:
 @pytest.mark.task("kv_memory", points=1 / len(EDGES))
 @pytest.mark.parametrize(("call", "args", "want", "why", "rule"), EDGES, ids=[e[3].split(":")[0] for e in EDGES])
 def test_edge_cases(student: Any, call: str, args: tuple, want: Any, why: str, rule: str) -> None:
-    try:
-        result = getattr(student.kv_memory, call)(*args)
-    except ValueError as error:
-        if want is ValueError or isinstance(want, Either):
-            return
-        pytest.fail(f"{call}{args!r} ({why}) raised ValueError: {error}; expected {want!r}. Likely cause: {rule}",
-                    pytrace=False)
-    assert want is not ValueError, (
-        f"{call}{args!r} ({why}) should raise ValueError; it returned {result!r}. The rule: {rule}")
-    want = want.value if isinstance(want, Either) else want
-    assert result == want and type(result) is type(want), (
-        f"{call}{args!r} ({why}) returned {result!r}; expected {want!r} (a {type(want).__name__}). Likely cause: "
-        f"{wrong_cause(student, call, args, rule)}")
+    problem = edge_problem(student, call, args, want, why, rule, lambda: wrong_cause(student, call, args, rule),
+                           reveal=True)
+    assert problem is None, problem

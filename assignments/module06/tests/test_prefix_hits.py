@@ -4,7 +4,6 @@ Block size 4 throughout. Prompt A has 10 tokens: 2 full blocks (hashed) and a pa
 """
 from __future__ import annotations
 
-import hashlib
 from typing import Any
 
 import numpy as np
@@ -13,9 +12,7 @@ import pytest
 from conformance_checks import PUBLIC_SETTINGS, manager_machine
 from kvlab.testing.conformance import run_machine
 from cost_checks import pool_cost_problem
-from edge_checks import edge_problem
-
-A = [5, 9, 2, 7, 1, 1, 8, 3, 6, 4]
+from manager_checks import A, chained_hashes, edge_problem
 
 
 def state(student: Any, manager: Any) -> tuple[list[int], list[int]]:
@@ -27,10 +24,9 @@ def state(student: Any, manager: Any) -> tuple[list[int], list[int]]:
 @pytest.mark.task("prefix_hits", points=0.88)
 def test_block_hashes_chain(student: Any) -> None:
     digests = list(student.block_manager.block_hashes(np.asarray(A, dtype=np.int32), 4))
-    first = hashlib.sha256(np.asarray(A[:4], dtype="<i8").tobytes()).hexdigest()
+    first, second = chained_hashes(A, 4)
     assert len(digests) == 2, f"10 tokens at block size 4 make 2 full blocks, so 2 digests; got {len(digests)}"
     assert digests[0] == first, "digest 0 is the SHA-256 of the first block's tokens as little-endian int64 (lecture 7)"
-    second = hashlib.sha256(first.encode("ascii") + np.asarray(A[4:8], dtype="<i8").tobytes()).hexdigest()
     assert digests[1] == second, (
         "digest 1 is not the SHA-256 of digest 0's hex text (ASCII) followed by block 1's tokens as little-endian "
         "int64: the chain must carry the previous digest exactly so (the grader compares digests exactly)")
@@ -168,16 +164,6 @@ def test_new_blocks_are_popped_before_any_is_hashed(student: Any) -> None:
         "hash is still cached by a block that a later pop of the same allocate evicts, so that hash is cached nowhere")
 
 
-def signed_chain(tokens: list[int], block_size: int) -> list[str]:
-    """Lecture 7's chain of `tokens` (negative ids included, as little-endian int64)."""
-    digests, previous = [], b""
-    for start in range(0, len(tokens) - block_size + 1, block_size):
-        previous = hashlib.sha256(previous + np.asarray(tokens[start:start + block_size], dtype="<i8").tobytes()
-                                  ).hexdigest().encode()
-        digests.append(previous.decode())
-    return digests
-
-
 # (what is called, call(block_manager module, a manager holding request "a"), the exception or the answer).
 EDGES = [
     ("BlockManager(0, 2)", lambda bm, m: bm.BlockManager(0, 2), ValueError),
@@ -192,7 +178,7 @@ EDGES = [
     ("allocate('z', [0.5] * 40) with no room: the checks come first, never None",
      lambda bm, m: m.allocate("z", [0.5] * 40), ValueError),
     ("block_hashes([-1, 5, -7, 2], 2): negative ids are hashed like any other value, never refused",
-     lambda bm, m: list(bm.block_hashes([-1, 5, -7, 2], 2)), signed_chain([-1, 5, -7, 2], 2)),
+     lambda bm, m: list(bm.block_hashes([-1, 5, -7, 2], 2)), chained_hashes([-1, 5, -7, 2], 2)),
 ]
 
 

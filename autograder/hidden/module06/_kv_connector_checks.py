@@ -1,80 +1,32 @@
-"""What the hidden tests of kv_connector.py share: key checks, round trips, damaged chunks, connectors.
+"""What the hidden tests of kv_connector.py keep to themselves: their fingerprints, the chunk another
+process writes, damaged and foreign variants of it, the connectors they build, and the connector's
+rules about what it sends and counts. The checks they share with the public tests (keys, round
+trips, misses, lookups, counters, edge cases) are in the public folder's connector_checks.py.
 
-Every `*_problem` function returns None when the student's code keeps the contract, else the message
-the student sees: what differed, where, and the likely cause. Expected arrays are made here (fixed
-seeds) and compared in this process; the byte layout of a serialized chunk and of a key digest is the
-student's choice, so those are checked by their properties, never against fixed values. The store is
-a `kvlab.kvstore.MemoryStore` in this process, where the tests change it and read its `commands` and
-`round_trips`; the connector gets a `kvlab.testing.store_loan.StoreClient` of it, made beside the student's code
-(`student.call`), whose every request runs on the store here (the grader's `remote` `serve`). What the
-worker does to its own objects cannot change what the store holds or counts; a connector that answers
-from a memory of its own instead of asking the store is caught by the store changing between its calls.
+Expected arrays are made here (fixed seeds) and compared in this process. The store is a
+`kvlab.kvstore.MemoryStore` in this process (the grader's `remote` `serve` runs every request of the
+connector's client on it): what the worker does to its own objects cannot change what the store
+holds or counts; a connector that answers from a memory of its own instead of asking the store is
+caught by the store changing between its calls.
 """
 from __future__ import annotations
 
-import re
-import struct
 import weakref
-import zlib
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 import pytest
 
+from connector_checks import (
+    describe_error, docstring_layout, elsewhere_read_problem, failed_load_bytes_problem, keys_problem, kv_array,
+    lent_store, load_reads_problem, lookup_reads_problem, outcome, sent_since, store_counts, tokens_of,
+)
 from kvlab.kvstore import MemoryStore
-from kvlab.testing.store_loan import lend
 
-# A small KV layout: L=3 layers, Hkv=2 heads of d=4. Chunks of 4 tokens unless a test says otherwise.
-# Three layers, not two: a layer count equal to the K/V axis (2) would hide a swap of the two axes.
-LAYERS, KV_HEADS, HEAD_DIM = 3, 2, 4
+# Chunks of 4 tokens unless a test says otherwise.
 FINGERPRINT = "hidden-model-0a1b2c3d4e5f/s0/float64/L3x2xTx2x4"
 OTHER_FINGERPRINT = "hidden-model-0a1b2c3d4e5f/s1/float64/L3x2xTx2x4"
-
-
-def outcome(call: Callable[[], Any]) -> tuple[Any, BaseException | None]:
-    """(result, None) or (None, the exception): lets a test turn a raise into a message it writes."""
-    try:
-        return call(), None
-    except Exception as error:  # a student's exception of any type is a finding, not a crash
-        return None, error
-
-
-def describe_error(error: BaseException) -> str:
-    text = f"{type(error).__name__}: {error}"
-    if "not callable" in str(error):
-        text += (" (likely cause: an instance attribute named like a method, e.g. self.store = store in "
-                 "__init__, hides the method store: keep the store under another name)")
-    return text
-
-
-def kv_array(n_tokens: int, dtype: Any = np.float64, seed: int = 0) -> np.ndarray:
-    """KV of n_tokens tokens, [L, 2, n_tokens, Hkv, d], from a fixed seed."""
-    rng = np.random.default_rng(seed)
-    return rng.standard_normal((LAYERS, 2, n_tokens, KV_HEADS, HEAD_DIM)).astype(dtype)
-
-
-def tokens_of(n: int, seed: int) -> list[int]:
-    return [int(t) for t in np.random.default_rng(seed).integers(0, 50_000, size=n)]
-
-
-def keys_problem(call: str, keys: Any, n_tokens: int, chunk_size: int, fingerprint: str) -> str | None:
-    """A chunk_keys result: n_tokens // chunk_size strings fingerprint + ":" + 64 lowercase hex."""
-    if not isinstance(keys, list):
-        return f"{call} returned {type(keys).__name__}; expected a list of str keys"
-    want = n_tokens // chunk_size
-    if len(keys) != want:
-        cause = ("the trailing partial chunk got a key: only full chunks are keyed (and stored)"
-                 if len(keys) == -(-n_tokens // chunk_size) else "one key per full chunk of chunk_size tokens")
-        return (f"{call} returned {len(keys)} keys for {n_tokens} tokens; expected {n_tokens} // {chunk_size} = "
-                f"{want}. Likely cause: {cause}")
-    pattern = re.compile(re.escape(fingerprint) + ":[0-9a-f]{64}")
-    for index, key in enumerate(keys):
-        if not isinstance(key, str) or not pattern.fullmatch(key):
-            return (f"{call}: key {index} is {key!r}; expected the fingerprint, ':' and a lowercase hex SHA-256 "
-                    "digest of 64 characters. Likely cause: the key must start with the model fingerprint, so KV "
-                    "of one model is never loaded into another")
-    return None
 
 
 def checked_keys(student: Any, tokens: Any, chunk_size: int, fingerprint: str = FINGERPRINT) -> list[str]:
@@ -98,23 +50,6 @@ def first_difference(a: Sequence[str], b: Sequence[str]) -> int | None:
         if x != y:
             return index
     return None if len(a) == len(b) else min(len(a), len(b))
-
-
-def array_mismatch(what: str, got: Any, expected: np.ndarray) -> str | None:
-    """None if `got` is `expected` exactly (dtype, shape, every bit of every value); else what differs."""
-    if not isinstance(got, np.ndarray):
-        return f"{what} returned {type(got).__name__}; expected an ndarray {expected.dtype} {expected.shape}"
-    if got.dtype != expected.dtype:
-        return (f"{what} has dtype {got.dtype}; expected {expected.dtype}. Likely cause: the dtype is not kept: "
-                "write it into the header and rebuild the array in that dtype, so float32 stays float32")
-    if got.shape != expected.shape:
-        return f"{what} has shape {got.shape}; expected {expected.shape}"
-    if not np.array_equal(got, expected):
-        where = tuple(int(i) for i in np.argwhere(got != expected)[0])
-        return (f"{what}: values differ from the array stored, first at index {where} (a round trip must be exact, "
-                "bit for bit). Likely cause: the payload is written in another element order than it is read "
-                "(use C order both ways), or a chunk holds the wrong slice of the tokens' KV")
-    return None
 
 
 def serialized(student: Any, kv: np.ndarray, fingerprint: str = FINGERPRINT) -> bytes:
@@ -148,35 +83,10 @@ def written_elsewhere(student: Any) -> bytes:
     return _ELSEWHERE[student]
 
 
-def read_problem(what: str, read: Callable[[], Any], expected: np.ndarray, cause: str) -> str | None:
-    """None if `read()` (a deserialize_chunk call named `what`) returns `expected` exactly; else what it
-    did, with `cause` when it returned None."""
-    got, error = outcome(read)
-    if error is not None:
-        return f"{what} raised {describe_error(error)}"
-    if got is None:
-        return f"{what} returned None; expected the chunk. Likely cause: {cause}"
-    return array_mismatch(what, got, expected)
-
-
 def elsewhere_problem(student: Any) -> str | None:
     """None if deserialize_chunk reads back exactly the chunk another process wrote; else what it did."""
     data = written_elsewhere(student)  # before any object of the main worker: the grader may end it for this
-    return read_problem(
-        "deserialize_chunk of a chunk serialize_chunk wrote in another process",
-        lambda: student.kv_connector.deserialize_chunk(data, FINGERPRINT), ELSEWHERE_KV,
-        "the bytes do not carry the chunk (its header and every payload byte): another engine reads them through "
-        "the store, so nothing kept in this process's memory may be needed to read them")
-
-
-def stored_elsewhere_problem(student: Any, what: str, data: Any, expected: np.ndarray) -> str | None:
-    """None if deserialize_chunk, in a fresh process, reads `data` (a value a connector's store sent) back
-    as `expected` exactly; else what it did. `what` names the value ("chunk 4 of the first prompt")."""
-    return read_problem(
-        f"deserialize_chunk in a fresh process (another engine) of {what}, as store sent it,",
-        lambda: student.fresh_call("kv_connector", "deserialize_chunk", data, FINGERPRINT), expected,
-        "store must send serialize_chunk's bytes: another engine, in another process, loads them through the "
-        "store, so nothing kept in this process's memory may be needed to read them")
+    return elsewhere_read_problem(student, data, FINGERPRINT, ELSEWHERE_KV)
 
 
 def damaged_variants(data: bytes, positions: Sequence[int]) -> dict[str, bytes]:
@@ -188,24 +98,6 @@ def damaged_variants(data: bytes, positions: Sequence[int]) -> dict[str, bytes]:
     variants[f"{len(data)} bytes and one byte appended"] = data + b"\x00"
     variants["two chunks back to back"] = data + data
     return variants
-
-
-def miss_problem(student: Any, label: str, data: bytes, fingerprint: str, cause: str) -> str | None:
-    """None if deserialize_chunk(data, fingerprint) is None; else what it did instead."""
-    got, error = outcome(lambda: student.kv_connector.deserialize_chunk(data, fingerprint))
-    if error is not None:
-        return (f"deserialize_chunk of a chunk {label} raised {describe_error(error)}; expected None (a miss): "
-                "damaged or foreign data must never raise, the engine just computes those tokens")
-    if got is not None:
-        return f"deserialize_chunk of a chunk {label} returned {type(got).__name__}; expected None (a miss). {cause}"
-    return None
-
-
-def lent_store(student: Any, store: MemoryStore | None = None) -> tuple[MemoryStore, Any]:
-    """(store, client): `store` (a new MemoryStore when None), kept in this process, and a StoreClient of it
-    made beside the student's code, for the student's connector."""
-    store = MemoryStore() if store is None else store
-    return store, student.call("kvlab.testing.store_loan:StoreClient", lend(store))
 
 
 def new_connector(student: Any, chunk_size: int = 4, fingerprint: str = FINGERPRINT,
@@ -232,34 +124,6 @@ def counters(connector: Any) -> dict[str, int]:
     return {name: called(f"reading connector.{name}", lambda name=name: getattr(connector, name)) for name in names}
 
 
-def counters_problem(when: str, got: dict[str, int], expected: dict[str, int]) -> str | None:
-    """None if every counter has its expected value; else the first that differs and what it counts."""
-    meaning = {
-        "hits": "chunks returned by successful loads (chunks, not tokens; nothing for a failed load)",
-        "misses": "full chunks outside the run lookup found (chunks the engine must compute)",
-        "bytes_loaded": "len() of every value load received from the store",
-        "bytes_stored": "len() of every value store sent to the store (the serialized bytes, header included)",
-        "chunks_stored": "values store sent (chunks already in the store are not sent again)",
-    }
-    for name, value in expected.items():
-        if got[name] != value:
-            return f"{when}: connector.{name} is {got[name]!r}; expected {value}. {name} counts {meaning[name]}"
-    return None
-
-
-def docstring_layout(kv: np.ndarray, fingerprint: str, magic: bytes = b"KVLC", version: int = 1, code: int | None = None,
-                     shape: Sequence[int] | None = None, extra: bytes = b"", cut: int | None = None) -> bytes:
-    """Bytes in the layout serialize_chunk's docstring describes, each field overridable, always under a valid CRC-32:
-    what a foreign or buggy writer could put in a shared store. `extra` goes between payload and checksum; `cut`
-    keeps only that many bytes before the checksum."""
-    code = {np.dtype("float16"): 1, np.dtype("float32"): 2, np.dtype("float64"): 3}[kv.dtype] if code is None else code
-    shape = tuple(kv.shape) if shape is None else tuple(shape)
-    name, payload = fingerprint.encode(), np.ascontiguousarray(kv).astype(kv.dtype.newbyteorder("<")).tobytes()
-    body = (struct.pack("<4sBBBHQ", magic, version, code, len(shape), len(name), len(payload))
-            + struct.pack(f"<{len(shape)}Q", *shape) + name + payload + extra)[:cut]
-    return body + struct.pack("<I", zlib.crc32(body))
-
-
 def checksummed_foreign_variants(kv: np.ndarray, fingerprint: str) -> dict[str, bytes]:
     """Foreign bytes under a valid checksum: the docstring's layout with one field wrong."""
     bigger = (kv.shape[0], kv.shape[1], kv.shape[2] + 1, *kv.shape[3:])
@@ -272,17 +136,6 @@ def checksummed_foreign_variants(kv: np.ndarray, fingerprint: str) -> dict[str, 
         f"a shape {bigger} larger than its payload": docstring_layout(kv, fingerprint, shape=bigger),
         "only the first 12 bytes of a header": docstring_layout(kv, fingerprint, cut=12),
     }
-
-
-def store_counts(store: MemoryStore) -> tuple[int, dict[str, int]]:
-    """(round trips, commands per name) the MemoryStore `store` (this process's) counted so far."""
-    return store.round_trips, dict(store.commands)
-
-
-def sent_since(store: Any, before: tuple[int, dict[str, int]]) -> tuple[int, dict[str, int]]:
-    """(round trips, commands per name) the store received since `before` (a store_counts result)."""
-    round_trips, commands = store_counts(store)
-    return round_trips - before[0], {k: v - before[1].get(k, 0) for k, v in commands.items() if v != before[1].get(k, 0)}
 
 
 def stored_prompt(student: Any, n_chunks: int, seed: int, chunk_size: int = 4) -> tuple[Any, list[int], list[str], list[int]]:
@@ -322,12 +175,9 @@ def reads_needed_chunks_once_problem(student: Any) -> str | None:
                     "another chunk's bytes), returned KV other than the chunks the store holds now. load returns the "
                     "chunks the store holds when it is called: it reads them from the store each time (another engine "
                     "may have replaced them), never from a copy kept earlier")
-        round_trips, commands = sent_since(store, before)
-        needed = -(-n // 4)
-        if round_trips > needed or commands.get("get", 0) > needed or commands.get("mget", 0) > 1:
-            return (f"load(<21 tokens>, {n}) ({needed} chunks of 4) took {round_trips} round trips to the store "
-                    f"(commands {commands}); expected at most {needed}. load reads only the ceil(n / chunk_size) "
-                    "chunks that cover tokens 0 .. n-1, each at most once (a GET each, one MGET, or one pipeline)")
+        problem = load_reads_problem(f"load(<21 tokens>, {n})", n, 4, *sent_since(store, before))
+        if problem:
+            return problem
     return None
 
 
@@ -341,12 +191,9 @@ def lookup_reads_no_values_problem(student: Any) -> str | None:
         got = called(f"lookup ({label})", lambda prompt=prompt: connector.lookup(prompt))
         if got != want:
             return f"lookup ({label}) returned {got!r}; expected {want}"
-        _, commands = sent_since(store, before)
-        reads = {name: count for name, count in commands.items() if name in ("get", "mget")}
-        if reads:
-            return (f"lookup ({label}) sent {reads} to the store (all its commands: {commands}); expected no GET or "
-                    "MGET. lookup reads no values (uses `exists`): a GET also refreshes the store's LRU order, "
-                    "keeping chunks alive that nobody loads, and moves the chunks' bytes for nothing")
+        problem = lookup_reads_problem(label, sent_since(store, before)[1])
+        if problem:
+            return problem
     return None
 
 
@@ -365,11 +212,10 @@ def bytes_loaded_on_failure_problem(student: Any) -> str | None:
         got = called(f"load(<13 tokens>, 12) with {label}", lambda: connector.load(tokens, 12))
         if got is not None:
             return f"load(<13 tokens>, 12) with {label} returned {type(got).__name__}; expected None (a miss)"
-        added = counters(connector)["bytes_loaded"] - before["bytes_loaded"]
-        if added != received:
-            return (f"load(<13 tokens>, 12) with {label} returned None and added {added:,} to bytes_loaded; expected "
-                    f"{received:,}, the len() of the values it received. bytes_loaded counts the bytes load received "
-                    "in both cases, success or None: a failed load moved those bytes too")
+        problem = failed_load_bytes_problem(f"load(<13 tokens>, 12) with {label}",
+                                            counters(connector)["bytes_loaded"] - before["bytes_loaded"], received)
+        if problem:
+            return problem
     return None
 
 

@@ -4,19 +4,15 @@
 free queue). A walk applies the same operations to both and, after every step, compares what the
 operation returned, the free queue (order included), every block's ref_cnt and hash, and the
 counters; the first difference becomes a message naming the step, what differed, and the likely
-cause. The student's state is read in one round trip (`kvlab.testing.probe:ask`).
+cause. The student's state is read in one round trip (`kvlab.testing.probe:ask`). The digests are
+the public tests' own chain (`manager_checks.chained_hashes`, the contract's exact digests).
 
 The walks are fixed scripts, so a message shows the student's value and how it is wrong (too high,
 another order, which blocks do not belong), never the reference's value: resubmitting cannot collect
 a table of expected answers to replay step by step.
-
-One module on purpose (over 400 lines): the reference manager and the walks that compare a student's
-manager with it share the operations and the State they read, and every message is built from both
-sides.
 """
 from __future__ import annotations
 
-import hashlib
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -25,20 +21,12 @@ from typing import Any
 import numpy as np
 
 from kvlab.testing.compare import how_off
+from manager_checks import chained_hashes
 
 Op = tuple  # ("allocate", request_id, tokens) | ("append", request_id, tokens) | ("free", request_id)
 
-
-def chained_hashes(tokens: Sequence[int], block_size: int, parent: str | None = None) -> list[str]:
-    """Lecture 7's chained SHA-256 of full blocks (the contract's exact digests)."""
-    values = np.asarray(tokens, dtype="<i8")
-    digests: list[str] = []
-    previous = b"" if parent is None else parent.encode()
-    for start in range(0, len(values) - block_size + 1, block_size):
-        digest = hashlib.sha256(previous + values[start:start + block_size].tobytes()).hexdigest()
-        digests.append(digest)
-        previous = digest.encode()
-    return digests
+# The manager the hidden edge cases run on (manager_checks.edge_problem): 4 blocks of 4 tokens, request "a" of 3.
+EDGE_MANAGER: dict[str, Any] = {"shape": (4, 4), "held": [1, 2, 3]}
 
 
 class RefManager:
@@ -405,16 +393,3 @@ def walk_problem(student: Any, manager: Any, ref: RefManager, ops: Sequence[Op],
         before = after
     return None
 
-
-def edge_problem(student: Any, what: str, call: Any, want: type[Exception], rule: str = "see its docstring") -> str | None:
-    """None when `call(block_manager module, manager)` raises `want`, else what it did, with `rule` (the
-    docstring's rule the call breaks). The manager has 4 blocks of 4 tokens and holds request "a" of 3 tokens."""
-    manager = student.block_manager.BlockManager(4, 4)
-    manager.allocate("a", [1, 2, 3])
-    try:
-        result = call(student.block_manager, manager)
-    except want:
-        return None
-    except Exception as error:  # a student's exception of any type is a finding
-        return f"{what} should raise {want.__name__} ({rule}); it raised {type(error).__name__}: {error}"
-    return f"{what} should raise {want.__name__} ({rule}); it returned {result!r:.200}"

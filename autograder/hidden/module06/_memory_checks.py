@@ -1,12 +1,15 @@
 """Trusted-side KV-memory arithmetic for the hidden kv_memory tests, and the diagnosis of a wrong count.
 
 `expected_bytes` is the rule of kv_memory.py's docstring; `likely_cause` recomputes the count with
-each usual mistake and names the first one that reproduces the student's number.
+each usual mistake and names the first one that reproduces the student's number. The check itself is
+the public tests' (memory_checks.bytes_problem), given these two.
 """
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from typing import Any
+
+from memory_checks import bytes_problem as shared_bytes_problem
 
 
 def _kv_heads(config: Mapping[str, Any]) -> int:
@@ -94,14 +97,6 @@ def likely_cause(config: Mapping[str, Any], dtype_bytes: int, actual: Any,
     return "recheck the rule in kv_memory.py's docstring (MHA/GQA/MQA defaults, MLA)"
 
 
-def rule(config: Mapping[str, Any]) -> str:
-    """The docstring's rule for this kind of config, in words."""
-    if is_mla(config):
-        return "MLA (kv_lora_rank present): num_hidden_layers * (kv_lora_rank + qk_rope_head_dim) * dtype_bytes"
-    return ("2 * num_hidden_layers * num_key_value_heads (absent or None: num_attention_heads) * head_dim (absent "
-            "or None: hidden_size // num_attention_heads) * dtype_bytes")
-
-
 def describe(config: Mapping[str, Any]) -> str:
     """The fields that matter, for a message."""
     keys = ("num_hidden_layers", "hidden_size", "num_attention_heads", "num_key_value_heads", "head_dim",
@@ -111,17 +106,8 @@ def describe(config: Mapping[str, Any]) -> str:
 
 def bytes_problem(student: Any, what: str, config: Mapping[str, Any], dtype_bytes: int) -> str | None:
     """None when kv_bytes_per_token(config, dtype_bytes) is right, else a message naming the likely mistake."""
-    call = f"kv_bytes_per_token({what}, dtype_bytes={dtype_bytes})"
-    try:
-        actual = student.kv_memory.kv_bytes_per_token(dict(config), dtype_bytes)
-    except Exception as error:  # a student's exception of any type is a finding
-        return (f"{call} raised {type(error).__name__}: {error}; every field it reads is present and a positive "
-                f"int (a None field is the same as an absent one), so it must return the count. The rule: {rule(config)}")
-    if type(actual) is not int:
-        return f"kv_bytes_per_token should return a plain int; got {type(actual).__name__} for {what}"
-    expected = expected_bytes(config, dtype_bytes)
-    if actual == expected:
-        return None
-    cause = likely_cause(config, dtype_bytes, actual,
-                         probe=lambda changed: student.kv_memory.kv_bytes_per_token(dict(changed), dtype_bytes))
-    return f"{call} returned {actual:,}, which is {'too much' if actual > expected else 'too little'}. Likely cause: {cause}"
+    return shared_bytes_problem(
+        student, what, config, dtype_bytes, expected_bytes(config, dtype_bytes),
+        lambda actual: likely_cause(config, dtype_bytes, actual,
+                                    probe=lambda changed: student.kv_memory.kv_bytes_per_token(dict(changed), dtype_bytes)),
+        reveal=False)

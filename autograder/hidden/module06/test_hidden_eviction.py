@@ -9,9 +9,10 @@ from typing import Any
 import numpy as np
 import pytest
 
-from _manager_checks import RefManager, edge_problem, walk_problem
+from _manager_checks import EDGE_MANAGER, RefManager, walk_problem
 from conformance_checks import HIDDEN_SETTINGS, manager_machine
 from kvlab.testing.conformance import run_machine
+from manager_checks import edge_problem
 
 BS = 4
 # Shared-prefix churn on a large pool: the reference takes well under a second; a free queue whose
@@ -119,7 +120,7 @@ EDGES = [
 @pytest.mark.task("eviction", points=0.6375 / len(EDGES))  # split evenly: the task's points add up exactly
 @pytest.mark.parametrize(("what", "call", "want"), EDGES, ids=[e[0] for e in EDGES])
 def test_edge_cases(student: Any, what: str, call: Any, want: type[Exception]) -> None:
-    problem = edge_problem(student, what, call, want)
+    problem = edge_problem(student, what, call, want, **EDGE_MANAGER)
     assert problem is None, problem
 
 

@@ -9,6 +9,8 @@ import numpy as np
 import pytest
 
 from kvlab.testing.drills import churn_problem
+from queue_checks import order_problem as shared_order_problem
+from queue_checks import queue_of, value_error_problem
 
 # A long queue and a short one churned alike by calls of the student's own remove and append
 # (kvlab.testing.drills, 25 pairs per round trip, each queue in turn); the verdict is how much more
@@ -19,11 +21,6 @@ GUARD_BLOCKS, GUARD_OPS = 200_000, 1_000
 SLOW_CAUSE = ("Likely cause: remove is not O(1): a Python list's remove or index, or a walk along the links to "
               "find the block, scans the queue; unlink the block from its two neighbours (prev_free_block / "
               "next_free_block) instead")
-
-
-def queue_of(student: Any, n: int) -> tuple[Any, list[Any]]:
-    blocks = [student.block_manager.KVBlock(i) for i in range(n)]
-    return student.block_manager.FreeBlockQueue(blocks), blocks
 
 
 LINKS_CAUSE = ("Likely cause: popleft and remove must clear the block's links (prev_free_block / next_free_block = "
@@ -40,20 +37,8 @@ def do(step: str, call: Any) -> Any:
 
 
 def order_problem(step: str, queue: Any, expected: list[int]) -> str | None:
-    ids, count = list(queue.block_ids()), queue.num_free_blocks
-    if ids != expected:
-        # The walks are fixed scripts: say where the order goes wrong, not what it should be.
-        if sorted(ids) == sorted(expected):
-            first = next(i for i, (a, b) in enumerate(zip(ids, expected)) if a != b)
-            how = f"the right blocks, in another order from position {first} on"
-        else:
-            more = "more" if len(ids) > len(expected) else "fewer" if len(ids) < len(expected) else "other"
-            how = f"{more} blocks than the operations so far leave in the queue"
-        return (f"after {step} block_ids() (head first) is {ids}: {how}. Likely cause: popleft takes the "
-                "head, append adds at the tail, remove unlinks a block wherever it is, relinking its two neighbours")
-    if count != len(expected):
-        return f"after {step} num_free_blocks is {count!r}; the queue holds {len(expected)} blocks"
-    return None
+    # The walks are fixed scripts: say where the order goes wrong, not what it should be.
+    return shared_order_problem(step, queue, expected, reveal=False)
 
 
 @pytest.mark.task("free_queue", points=3)
@@ -107,28 +92,19 @@ def test_random_operations(student: Any, seed: int) -> None:
         assert problem is None, problem
 
 
-def raises_value_error(call: Any) -> tuple[bool, str]:
-    try:
-        result = call()
-    except ValueError:
-        return True, ""
-    except Exception as error:  # a student's exception of any type is a finding
-        return False, f"it raised {type(error).__name__}: {error}"
-    return False, f"it returned {result!r}"
-
-
 @pytest.mark.task("free_queue", points=2)
 def test_errors(student: Any) -> None:
     queue, blocks = queue_of(student, 3)
     queue.remove(blocks[1])
-    ok, happened = raises_value_error(lambda: queue.remove(blocks[1]))
-    assert ok, f"remove of a block that is not in the queue (block 1, removed already) should raise ValueError; {happened}"
-    ok, happened = raises_value_error(lambda: queue.append(blocks[2]))
-    assert ok, f"append of a block already in the queue (block 2) should raise ValueError; {happened}"
+    problem = value_error_problem("remove of a block that is not in the queue (block 1, removed already)",
+                                  lambda: queue.remove(blocks[1]))
+    assert problem is None, problem
+    problem = value_error_problem("append of a block already in the queue (block 2)", lambda: queue.append(blocks[2]))
+    assert problem is None, problem
     queue.popleft()
     queue.popleft()
-    ok, happened = raises_value_error(queue.popleft)
-    assert ok, f"popleft() on an empty queue should raise ValueError; {happened}"
+    problem = value_error_problem("popleft() on an empty queue", queue.popleft)
+    assert problem is None, problem
     problem = order_problem("emptying the queue", queue, [])
     assert problem is None, problem
     empty, error = None, None
@@ -143,14 +119,16 @@ def test_errors(student: Any) -> None:
     do("append(block 0) to a queue made empty", lambda: empty.append(blocks[0]))
     problem = order_problem("append(block 0) to a queue made empty", empty, [0])
     assert problem is None, problem
-    ok, happened = raises_value_error(lambda: empty.append(blocks[0]))
-    assert ok, (f"append of a block already in the queue (block 0, the only block of a one-block queue: both its "
-                f"links are None) should raise ValueError; {happened}. Likely cause: membership is tested by the "
-                "block's links alone, which a queue's only block does not have")
+    problem = value_error_problem(
+        "append of a block already in the queue (block 0, the only block of a one-block queue: both its links are "
+        "None)", lambda: empty.append(blocks[0]),
+        cause=". Likely cause: membership is tested by the block's links alone, which a queue's only block does not have")
+    assert problem is None, problem
     twice = [student.block_manager.KVBlock(i) for i in (7, 8)]
-    ok, happened = raises_value_error(lambda: student.block_manager.FreeBlockQueue([twice[0], twice[1], twice[0]]))
-    assert ok, (f"FreeBlockQueue of blocks 7, 8, 7 (block 7 given twice) should raise ValueError, as append of a block "
-                f"already in the queue does; {happened}")
+    problem = value_error_problem("FreeBlockQueue of blocks 7, 8, 7 (block 7 given twice)",
+                                  lambda: student.block_manager.FreeBlockQueue([twice[0], twice[1], twice[0]]),
+                                  why=", as append of a block already in the queue does")
+    assert problem is None, problem
 
 
 @pytest.mark.task("free_queue", points=3)

@@ -3,9 +3,8 @@ tokens only, any integer type, the fingerprint, the same in every process), exac
 foreign chunks read as misses, and the connector's lookup (no values read), load (the chunks it needs, each at most once), store and
 counters (bytes_loaded of failed loads included) on a kvlab.kvstore.MemoryStore.
 
-One module on purpose (over 400 lines): a test file grades one task and is named after it (the
-tests of the tests check both), so every hidden test of kv_connector stands here; the checks they
-share are apart already, in _kv_connector_checks.py.
+The checks they share with the public tests are in the public folder's connector_checks.py, the
+hidden tests' own helpers in _kv_connector_checks.py.
 """
 from __future__ import annotations
 
@@ -16,10 +15,13 @@ import numpy as np
 import pytest
 
 from _kv_connector_checks import (
-    CONNECTOR_RULES, FINGERPRINT, HEAD_DIM, LAYERS, OTHER_FINGERPRINT, array_mismatch, called, checked_keys, checksummed_foreign_variants,
-    counters, counters_problem, damaged_variants, describe_error, elsewhere_problem, first_difference, keys_problem,
-    kv_array, lent_store, miss_problem, new_connector, outcome, serialized, stored_elsewhere_problem, tokens_of,
-    written_elsewhere,
+    CONNECTOR_RULES, FINGERPRINT, OTHER_FINGERPRINT, called, checked_keys, checksummed_foreign_variants, counters,
+    damaged_variants, elsewhere_problem, first_difference, new_connector, serialized, written_elsewhere,
+)
+from connector_checks import (
+    FOREIGN_CAUSE, HEAD_DIM, LAYERS, array_mismatch, bad_load_problem, counters_problem, describe_error, edge_problem,
+    failed_load_problem, keys_problem, kv_array, lookup_problem, miss_problem, outcome, resend_problem,
+    stored_elsewhere_problem, tokens_of,
 )
 
 
@@ -186,9 +188,7 @@ def test_foreign_chunks_are_misses(student: Any) -> None:
     )
     for label, foreign in checksummed_foreign_variants(kv_array(4, seed=35), FINGERPRINT).items():
         problem = miss_problem(student, f"in the docstring's layout with {label}, under a valid CRC-32", foreign,
-                               FINGERPRINT, "Likely cause: a valid checksum proves only that the bytes were not "
-                               "damaged, not that they are a chunk: check the marker, version and dtype code, and "
-                               "every length and the shape against the bytes, before reading the payload")
+                               FINGERPRINT, FOREIGN_CAUSE)
         assert problem is None, problem
 
 
@@ -207,13 +207,8 @@ def test_lookup_finds_the_longest_run_from_the_start(student: Any) -> None:
               3 * chunk)]
     for label, prompt, want in cases:
         got = called(f"lookup ({label})", lambda prompt=prompt: reader.lookup(prompt))
-        assert got == want, (
-            f"lookup with {label} returned {got!r}; expected {want} tokens (chunk_size x the leading stored "
-            "chunks). Likely cause: "
-            + ("lookup counts chunks; it returns tokens" if got == want // chunk else
-               "a trailing partial chunk is never stored, so it never counts" if got == len(prompt) else
-               "the run must start at chunk 0 and go on while the chunks are stored")
-        )
+        problem = lookup_problem(label, got, want, chunk, len(prompt))
+        assert problem is None, problem
     called("deleting chunk 2 from the store", lambda: store.delete(keys[2]))
     got = called("lookup after chunk 2 was evicted", lambda: reader.lookup(tokens))
     assert got == 2 * chunk, (
@@ -279,14 +274,9 @@ def test_a_second_engine_loads_what_the_first_stored(student: Any) -> None:
     longer_kv = kv_array(len(longer), seed=47)
     stored = called("store(longer prompt, kv)", lambda: second.store(longer, longer_kv))
     sets = store.commands.get("set", 0) - sets_before
-    assert stored == sets == 3, (
-        f"storing a prompt of 7 full chunks whose first 4 are in the store (chunk 4 was stored, then evicted) "
-        f"returned {stored!r} and sent {sets} values; expected 3 and 3. Likely cause: "
-        + ("a chunk already in the store is sent again (check exists first: the network is the cost LMCache saves)"
-           if sets > 3 else "whether a chunk is in the store is the store's answer (exists), asked at each store: "
-           "a chunk stored earlier may have been evicted since" if stored == sets else
-           "store returns how many values it sent")
-    )
+    problem = resend_problem("a prompt of 7 full chunks whose first 4 are in the store (chunk 4 was stored, then "
+                             "evicted)", stored, sets, 3)
+    assert problem is None, problem
     problem = counters_problem("after storing a prompt whose first 4 of 7 full chunks were in the store",
                                counters(second), {"chunks_stored": 3})
     assert problem is None, problem
@@ -296,7 +286,8 @@ def test_a_second_engine_loads_what_the_first_stored(student: Any) -> None:
     assert problem is None, (f"{problem}; or chunk 4, evicted and stored again from the longer prompt's KV, was not read "
                              "from the store: load returns the chunks the store holds when it is called")
     # Last: without bubblewrap the grader ends this worker (the store and connectors in it) for the fresh one.
-    problem = stored_elsewhere_problem(student, "chunk 4 of the first prompt", sent, kv[:, :, 4 * chunk:5 * chunk])
+    problem = stored_elsewhere_problem(student, "chunk 4 of the first prompt", sent, FINGERPRINT,
+                                       kv[:, :, 4 * chunk:5 * chunk])
     assert problem is None, problem
 
 
@@ -322,16 +313,13 @@ def test_load_of_a_chunk_gone_or_damaged_is_a_miss(student: Any) -> None:
             called("store.delete", lambda: store.delete(keys[1]))
         else:
             called("store.set", lambda value=value: store.set(keys[1], value))
-        got, error = outcome(lambda: connector.load(tokens, n))
-        assert error is None and got is None, (
-            f"load of 4 chunks when chunk 1 {label} after lookup " + (f"raised {type(error).__name__}: {error}"
-                                                                     if error else f"returned {type(got).__name__}")
-            + "; expected None (the stated contract: the engine then computes those tokens). Likely cause: "
-            + ("a missing chunk must not be skipped or raise" if label == "was evicted" else
-               "every chunk must be checked (deserialize_chunk) before any is used" if label == "was damaged" else
-               "a chunk of the wrong shape must be refused: each must be [L, 2, chunk_size, Hkv, d]" if "half" in label else
-               "every chunk must have the first chunk's dtype, L, Hkv and d")
-        )
+        problem = failed_load_problem(
+            f"load of 4 chunks when chunk 1 {label} after lookup", lambda: connector.load(tokens, n),
+            "a missing chunk must not be skipped or raise" if label == "was evicted" else
+            "every chunk must be checked (deserialize_chunk) before any is used" if label == "was damaged" else
+            "a chunk of the wrong shape must be refused: each must be [L, 2, chunk_size, Hkv, d]" if "half" in label else
+            "every chunk must have the first chunk's dtype, L, Hkv and d")
+        assert problem is None, problem
         assert counters(connector)["hits"] == before["hits"], (
             f"a failed load (chunk 1 {label}) changed hits; expected hits to count chunks of successful loads only"
         )
@@ -351,18 +339,8 @@ def test_misses_and_bad_arguments(student: Any) -> None:
                                {"misses": 3, "hits": 0})
     assert got == 2 * chunk and problem is None, problem or f"lookup returned {got!r}; expected {2 * chunk}"
     for n in (0, -chunk, 5 * chunk + 1):
-        commands = dict(called("store.commands", lambda: store.commands))
-        result, error = outcome(lambda n=n: connector.load(tokens, n))
-        assert isinstance(error, ValueError), (
-            f"load(<21 tokens>, {n}) with chunks of {chunk} should raise ValueError; it "
-            + (f"raised {type(error).__name__}: {error}" if error else f"returned {type(result).__name__}")
-            + ". n must be from 1 to the tokens of the full chunks (20 here)"
-        )
-        sent = {k: v - commands.get(k, 0) for k, v in called("store.commands", lambda: store.commands).items()
-                if v != commands.get(k, 0)}
-        assert not sent, (
-            f"load(<21 tokens>, {n}) raised ValueError after sending {sent} to the store; expected the ValueError "
-            "before the store is read (Redis refuses an MGET of no keys with another error)")
+        problem = bad_load_problem(connector, store, tokens, n, chunk)
+        assert problem is None, problem
     result, error = outcome(lambda: connector.store(tokens, kv_array(3 * chunk, seed=62)))
     assert isinstance(error, ValueError), (
         "store of 5 full chunks with KV of only 12 tokens should raise ValueError; it "
@@ -416,13 +394,5 @@ EDGES = [
 @pytest.mark.task("kv_connector", points=0.25 / len(EDGES))
 @pytest.mark.parametrize(("what", "call", "want"), EDGES, ids=[e[0] for e in EDGES])
 def test_edge_cases(student: Any, what: str, call: Any, want: Any) -> None:
-    _, client = lent_store(student)
-    result, error = outcome(lambda: call(student.kv_connector, client))
-    if want is ValueError:
-        assert isinstance(error, ValueError), (
-            f"{what} should raise ValueError (see its docstring); it "
-            + (f"raised {describe_error(error)}" if error else f"returned {type(result).__name__}"))
-        return
-    assert error is None, f"{what} raised {describe_error(error)}; it is valid input (see its docstring)"
-    problem = want(result)
-    assert problem is None, f"{what}: {problem}"
+    problem = edge_problem(student, what, call, want)
+    assert problem is None, problem

@@ -11,6 +11,7 @@ import pytest
 from _memory_checks import bytes_problem, describe, expected_bytes, likely_cause
 from kvlab.hf_configs import CONFIGS, LAB_BATCHES, LAB_SEQ_LENS
 from kvlab.testing.draws import drawn
+from memory_checks import BOOL, CHECKED_FIRST, Either, edge_problem
 
 
 def generated_configs(seed: int, n: int) -> list[dict[str, Any]]:
@@ -166,21 +167,6 @@ HEAD_DIM_ONE = {"num_hidden_layers": 3, "hidden_size": 8, "num_attention_heads":
 PER_LAYER_ONLY = {"hidden_size": 64, "num_attention_heads": 4, "num_key_value_heads": 2}
 MLA_ONLY = {"num_hidden_layers": 3, "kv_lora_rank": 128, "qk_rope_head_dim": 32}
 NO_QUERY_HEADS = {"num_hidden_layers": 2, "num_key_value_heads": 2, "head_dim": 16}
-BOOL = "bool is not an int here (the module docstring)"
-CHECKED_FIRST = ("every argument and required field is checked before anything is computed: a ValueError even "
-                 "where the answer would otherwise be 0")
-
-
-class Either:
-    """The count `value`, or a ValueError: both are accepted (the docstring says so)."""
-
-    def __init__(self, value: int) -> None:
-        self.value = value
-
-    def __repr__(self) -> str:
-        return f"{self.value} or ValueError"
-
-
 # (function, arguments, ValueError, the right answer or Either, what the case is, the rule it checks).
 EDGES = [
     ("kv_bytes_per_token", ({"hidden_size": 512},), ValueError, "num_attention_heads and num_hidden_layers missing",
@@ -236,11 +222,6 @@ EDGES = [
 ]
 
 
-def shown(call: str, args: tuple) -> str:
-    """The call with its arguments, as the student would write it."""
-    return f"{call}({', '.join(map(repr, args))})"
-
-
 def wrong_cause(student: Any, call: str, args: tuple, rule: str) -> str:
     """Why a count is wrong: the per-token count it builds on when that is wrong itself, else the case's rule."""
     config = args[0]
@@ -254,26 +235,6 @@ def wrong_cause(student: Any, call: str, args: tuple, rule: str) -> str:
 @pytest.mark.task("kv_memory", points=2 / len(EDGES))
 @pytest.mark.parametrize(("call", "args", "want", "why", "rule"), EDGES, ids=[e[3] for e in EDGES])
 def test_edge_cases(student: Any, call: str, args: tuple, want: Any, why: str, rule: str) -> None:
-    where = f"{shown(call, args)} ({why})"
-    try:
-        result = getattr(student.kv_memory, call)(*args)
-    except ValueError as error:
-        if want is ValueError or isinstance(want, Either):
-            return
-        pytest.fail(f"{where} raised ValueError: {error}; it is valid input. Likely cause: {rule}", pytrace=False)
-    except Exception as error:  # a student's exception of any type is a finding
-        pytest.fail(f"{where} should {'raise ValueError' if want is ValueError else 'return a count'}; it "
-                    f"raised {type(error).__name__}: {error}. The rule: {rule}", pytrace=False)
-    if want is ValueError:
-        pytest.fail(f"{where} should raise ValueError; it returned {result!r}. The rule: {rule}", pytrace=False)
-    if isinstance(want, Either):
-        want = want.value
-    close = isinstance(result, (int, float)) and not isinstance(result, bool) and abs(result - want) <= 1e-12 * abs(want)
-    assert close and type(result) is type(want), (
-        f"{where} returned {result!r}, "
-        + (f"a {type(result).__name__}, not a {type(want).__name__}" if close else
-           # A factor would give back a small count exactly: only the direction for ints.
-           ("more than expected" if result > want else "less than expected") if type(want) is int
-           and isinstance(result, (int, float)) else
-           f"off by a factor {result / want:.4g}" if isinstance(result, (int, float)) and want else "which is wrong")
-        + f". Likely cause: {wrong_cause(student, call, args, rule) if not close else 'the type the docstring gives'}")
+    problem = edge_problem(student, call, args, want, why, rule, lambda: wrong_cause(student, call, args, rule),
+                           reveal=False)
+    assert problem is None, problem

@@ -8,11 +8,12 @@ from typing import Any
 import numpy as np
 import pytest
 
-from _manager_checks import RefManager, chained_hashes, edge_problem, walk_problem
+from _manager_checks import EDGE_MANAGER, RefManager, walk_problem
 from conformance_checks import HIDDEN_SETTINGS, manager_machine
 from kvlab.testing.conformance import run_machine
 from cost_checks import pool_cost_problem
 from kvlab.testing.draws import drawn
+from manager_checks import chained_hashes, edge_problem
 
 BS = 4
 
@@ -185,7 +186,7 @@ EDGE_RULES = {
 @pytest.mark.task("prefix_hits", points=2.2 / len(EDGES))  # split evenly: the task's points add up exactly
 @pytest.mark.parametrize(("what", "call", "want"), EDGES, ids=[e[0] for e in EDGES])
 def test_edge_cases(student: Any, what: str, call: Any, want: type[Exception]) -> None:
-    problem = edge_problem(student, what, call, want, EDGE_RULES.get(what, "see its docstring"))
+    problem = edge_problem(student, what, call, want, EDGE_RULES.get(what, "see its docstring"), **EDGE_MANAGER)
     assert problem is None, problem
 
 
