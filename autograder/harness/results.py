@@ -85,9 +85,11 @@ def task_scores(assignment: Assignment, records: Sequence[GradedTest]) -> list[d
 
 
 def graded_results(assignment: Assignment, records: Sequence[GradedTest], execution_time: float,
-                   isolation: Sequence[str], seed: int | None = None) -> dict[str, Any]:
+                   isolation: Sequence[str], seed: int | None = None,
+                   switches: Sequence[str] = ()) -> dict[str, Any]:
     """results.json for a submission the tests ran on (whatever its score); `seed`, the draws'
-    (kvlab.testing.draws), goes to the staff's extra_data, so that the grading can be replayed."""
+    (kvlab.testing.draws), goes to the staff's extra_data, so that the grading can be replayed, and
+    so do the `switches` it ran under (settings.Settings.switches; none on Gradescope)."""
     tasks = task_scores(assignment, records)
     index = {task.name: number for number, task in enumerate(assignment.tasks, start=1)}
     seen: dict[str, int] = {}
@@ -123,7 +125,8 @@ def graded_results(assignment: Assignment, records: Sequence[GradedTest], execut
                        "max_score": _points(assignment.max_score),
                        "tasks": [{k: t[k] for k in ("name", "score", "max_score")} for t in tasks],
                        "isolation": list(isolation),
-                       **({"seed": seed} if seed is not None else {})},
+                       **({"seed": seed} if seed is not None else {}),
+                       **({"switches": list(switches)} if switches else {})},
     }
     results["output"] = encodable(summary_of(results, assignment))
     return results

@@ -22,16 +22,9 @@ the same draws and score in every mode; the seed is printed and kept in results.
 for the staff. `--seed N` replays a grading with the seed its results.json recorded (after the key
 was rotated, say); Gradescope's run_autograder never passes it.
 
-Two environment variables can lower (never raise) the limits, for tests of the grader that must run
-many slow submissions quickly (tests/hostile/test_hostile.py): `KVLAB_CALL_TIMEOUT` (seconds per call into
-student code, at most assignment.json's call_timeout_seconds) and `KVLAB_TIME_BUDGET` (seconds for
-the whole run, at most --time-budget). Gradescope sets neither; a value that is not a number of
-seconds is a grader fault. A third, `KVLAB_NO_BUBBLEWRAP=1`, grades as Gradescope's Docker does
-(where bubblewrap cannot start): the worker runs as a uid of its own with file permissions as the
-only barrier besides Landlock and seccomp. It never lets student code run as root: without an
-unprivileged identity that can run the interpreter, grading stops with a grader fault. A fourth,
-`KVLAB_NO_LANDLOCK=1`, keeps the worker from taking Landlock, as on a kernel without it (the
-results say the isolation is reduced); the repository's tests grade that way too.
+Four environment variables, which Gradescope never sets, lower the limits or the isolation for
+the repository's tests of the grader: settings.py reads them, once a run, into the `Settings` the
+grading uses, and results.json names those that were set (`extra_data.switches`).
 
 Whenever the student's process shares the grader's identity (no unprivileged user: a grader that
 is not root), it could write the grader's own files. The runner then cannot prevent that, but it
@@ -78,6 +71,7 @@ from autograder.harness.plugin import Grading
 from autograder.harness.results import fault_results, graded_results, write_results
 from autograder.harness.sandbox import Limits, Sandbox
 from autograder.harness.seeds import KEY_PATH, SEED_BITS, read_key, submission_seed
+from autograder.harness.settings import Settings
 
 # Gradescope stops a run after 10 minutes by default and then shows no results at all; tests
 # starting after this many seconds fail at once instead, so a slow submission still gets a report.
@@ -87,11 +81,6 @@ TIME_BUDGET_SECONDS = 480.0
 TEST_SECONDS = 60.0
 # pytest reads these from the environment; a grading run takes its options from this file only.
 PYTEST_ENV = ("PYTEST_ADDOPTS", "PYTEST_PLUGINS")
-# Lower the per-call timeout and the whole run's budget (see the module docstring).
-CALL_TIMEOUT_ENV = "KVLAB_CALL_TIMEOUT"
-TIME_BUDGET_ENV = "KVLAB_TIME_BUDGET"
-NO_BUBBLEWRAP_ENV = "KVLAB_NO_BUBBLEWRAP"
-NO_LANDLOCK_ENV = "KVLAB_NO_LANDLOCK"
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -132,11 +121,11 @@ def run(assignment_id: str, submission: Path, results_path: Path, *, mode: str =
     try:
         assignment = load_assignment(assignment_id, Path(tests_root))
         max_score = assignment.max_score
-        time_budget = lowered_by_env(time_budget, TIME_BUDGET_ENV, allow_zero=True)
-        assignment = dataclasses.replace(assignment, call_timeout_seconds=lowered_by_env(
-            assignment.call_timeout_seconds, CALL_TIMEOUT_ENV))
+        settings = Settings.read(seed=seed)
+        call_timeout, time_budget = settings.lowered(assignment.call_timeout_seconds, time_budget)
+        assignment = dataclasses.replace(assignment, call_timeout_seconds=call_timeout)
         results = grade(assignment, Path(submission), Path(results_path).resolve(), mode,
-                        deadline=started + time_budget, time_budget=time_budget, seed=seed)
+                        deadline=started + time_budget, settings=settings, time_budget=time_budget)
         # Validate here, so a result this code built wrongly becomes a fault result below.
         write_results(results_path, results)
         return results
@@ -148,24 +137,10 @@ def run(assignment_id: str, submission: Path, results_path: Path, *, mode: str =
     return results
 
 
-def lowered_by_env(value: float, name: str, allow_zero: bool = False) -> float:
-    """`value`, or the environment variable `name` (seconds) when that is smaller."""
-    text = os.environ.get(name, "").strip()
-    if not text:
-        return value
-    try:
-        limit = float(text)
-    except ValueError:
-        limit = float("nan")
-    if not (limit >= 0 if allow_zero else limit > 0):  # NaN fails both
-        raise GraderFault(f"${name}={text!r} is not a {'non-negative' if allow_zero else 'positive'} "
-                          "number of seconds")
-    return min(value, limit)
-
-
 def grade(assignment: Assignment, submission: Path, results_path: Path, mode: str,
-          deadline: float, time_budget: float = TIME_BUDGET_SECONDS, seed: int | None = None) -> dict[str, Any]:
-    """Run the tests on `submission`; the graded results, or GraderFault."""
+          deadline: float, settings: Settings, time_budget: float = TIME_BUDGET_SECONDS) -> dict[str, Any]:
+    """Run the tests on `submission` under `settings` (the limits already lowered by them); the
+    graded results, or GraderFault."""
     if not submission.is_dir():
         raise GraderFault(f"the submission folder {submission} does not exist")
     started = time.monotonic()
@@ -173,6 +148,7 @@ def grade(assignment: Assignment, submission: Path, results_path: Path, mode: st
         private = Path(private_name)
         modules_dir = stage_submission(assignment, submission, private / "submission")
         # From the staged copy, exactly what the student's code gets, before any of it runs.
+        seed = settings.seed
         if seed is None:
             seed = submission_seed(assignment, modules_dir, read_key())
         print(f"the draws' seed: {seed}", file=sys.stderr)
@@ -180,7 +156,7 @@ def grade(assignment: Assignment, submission: Path, results_path: Path, mode: st
         watch: Watch | None = None
         changed: list[str] = []
         try:
-            backend = make_backend(mode, assignment, modules_dir, private, results_path)
+            backend = make_backend(mode, assignment, modules_dir, private, results_path, settings)
             if not backend.in_process:
                 watch = Watch(watched_paths(assignment, backend))
             # A test never runs longer than the whole budget (which tests of the grader lower).
@@ -203,7 +179,8 @@ def grade(assignment: Assignment, submission: Path, results_path: Path, mode: st
         grading.fault(f"{len(grading.records)} of {len(grading.catalog)} collected tests reported a result")
     if grading.faults:
         raise GraderFault("; ".join(grading.faults))
-    return graded_results(assignment, grading.records, time.monotonic() - started, isolation, seed=seed)
+    return graded_results(assignment, grading.records, time.monotonic() - started, isolation, seed=seed,
+                          switches=settings.switches())
 
 
 class Watch:
@@ -298,8 +275,10 @@ def hidden_from_student(assignment: Assignment, private: Path, results_path: Pat
     return sorted({p.resolve() for p in candidates if p.exists()})
 
 
-def make_backend(mode: str, assignment: Assignment, modules_dir: Path, private: Path, results_path: Path) -> Backend:
-    """The student's code: a sandboxed worker that sees none of the grader's files, or (inprocess) this process."""
+def make_backend(mode: str, assignment: Assignment, modules_dir: Path, private: Path, results_path: Path,
+                 settings: Settings) -> Backend:
+    """The student's code: a sandboxed worker that sees none of the grader's files (isolated as
+    `settings` say), or (inprocess) this process."""
     if mode == "inprocess":
         return InProcessBackend(modules_dir, assignment.call_timeout_seconds)
     limits = Limits(call_timeout=assignment.call_timeout_seconds)
@@ -307,8 +286,7 @@ def make_backend(mode: str, assignment: Assignment, modules_dir: Path, private: 
     # The course library is the sandbox's to place (bound under bubblewrap, else a read-only copy).
     sandbox = Sandbox(modules_dir, [], packages=[Path(kvlab.__file__).resolve().parent], limits=limits,
                       hide=hidden_from_student(assignment, private, results_path),
-                      bubblewrap=os.environ.get(NO_BUBBLEWRAP_ENV, "") != "1",
-                      landlock=os.environ.get(NO_LANDLOCK_ENV, "") != "1", config=COURSE)
+                      bubblewrap=settings.bubblewrap, landlock=settings.landlock, config=COURSE)
     return SandboxBackend(sandbox)
 
 

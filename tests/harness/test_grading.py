@@ -76,6 +76,8 @@ def test_reference_gets_full_marks_beside_busy_processes(tmp_path: Path, monkeyp
     failed = {t["name"]: t["output"][:300] for t in results["tests"] if t["status"] != "passed"}
     assert not failed, f"under load the reference failed tests: {failed}\n{done.stderr[-2000:]}"
     assert results["score"] == 100, f"under load the reference scored {results['score']}"
+    switches = results["extra_data"].get("switches", [])
+    assert "KVLAB_CALL_TIMEOUT=2" in switches, f"results.json must name the lowered call timeout: {switches}"
 
 
 def test_starter_gets_zero_and_each_test_says_not_implemented(tmp_path: Path) -> None:

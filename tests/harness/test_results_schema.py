@@ -35,6 +35,7 @@ from kvlab.submission import missing_file_message
 ASSIGNMENT = load_assignment("lecture02")
 ISOLATION = ["unprivileged user nobody", "limits: 60 s CPU"]
 SEED = 2**48 - 1  # the largest a grading computes (autograder/harness/seeds.py)
+SWITCHES = ["KVLAB_CALL_TIMEOUT=2.5", "KVLAB_NO_LANDLOCK=1", f"--seed={SEED}"]
 
 
 def records(passed: bool, output: str = "") -> list[GradedTest]:
@@ -45,7 +46,7 @@ def records(passed: bool, output: str = "") -> list[GradedTest]:
 
 
 def all_passed() -> dict[str, Any]:
-    return graded_results(ASSIGNMENT, records(True), 1.5, ISOLATION, seed=SEED)
+    return graded_results(ASSIGNMENT, records(True), 1.5, ISOLATION, seed=SEED, switches=SWITCHES)
 
 
 def all_failed() -> dict[str, Any]:
@@ -197,6 +198,13 @@ def test_the_draws_seed_is_kept_for_the_staff() -> None:
     assert "seed" not in grader_fault()["extra_data"], "a grader fault drew nothing and records no seed"
 
 
+def test_the_switches_a_grading_ran_under_are_named() -> None:
+    """A grading under the tests' switches (settings.py) says so; one without them (Gradescope's)
+    writes no `switches` at all."""
+    assert all_passed()["extra_data"]["switches"] == SWITCHES, f"extra_data: {all_passed()['extra_data']}"
+    assert "switches" not in all_failed()["extra_data"], f"no switch set, none named: {all_failed()['extra_data']}"
+
+
 def test_captured_output_is_bounded_and_headed() -> None:
     combined = with_captured_output("assertion message", "x" * (10 * MAX_CAPTURED_CHARS))
     assert combined.startswith("assertion message\n"), "the failure message must come first"
@@ -239,6 +247,9 @@ MALFORMED = {
     "the draws' seed negative": _set(("extra_data", "seed"), -1),
     "the draws' seed as text": _set(("extra_data", "seed"), "17"),
     "the draws' seed past a JSON number's exact integers": _set(("extra_data", "seed"), 2**53),
+    "a switch that is not a grader's": _set(("extra_data", "switches"), ["PATH=/usr/bin"]),
+    "a switch without its value": _set(("extra_data", "switches"), ["KVLAB_NO_LANDLOCK"]),
+    "an empty list of switches": _set(("extra_data", "switches"), []),
     "leaderboard order unknown": _set(("leaderboard",), [{"name": "speed", "value": 1, "order": "up"}]),
 }
 

@@ -25,8 +25,8 @@ import pytest
 from autograder import corpus
 from autograder.assignment import load_assignment
 from autograder.harness.backends import GraderFault
-from autograder.harness.run import CALL_TIMEOUT_ENV
 from autograder.harness.seeds import KEY_BYTES, KEY_PATH, read_key, submission_seed
+from autograder.harness.settings import CALL_TIMEOUT_ENV
 from kvlab.testing.draws import drawn, grading_seed, restart_draws, take_draws
 from support.graders import Graders, Job, JobResults
 from support.suite import suites

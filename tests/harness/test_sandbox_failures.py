@@ -25,7 +25,7 @@ from autograder.harness.sandbox import (
     process,
 )
 from autograder.harness.sandbox.errors import explain_exit
-from autograder.harness.sandbox.worker import protocol
+from autograder.harness.sandbox.worker import messages, protocol
 from support.isolation import bubblewrapped
 from support.repo import REPO
 # Fixtures, imported by name: pytest finds them in this module's namespace (box needs folders; reset_box is autouse).
@@ -151,7 +151,9 @@ def test_a_worker_that_ends_at_once_is_left_to_the_wait_for_its_start(
 
     monkeypatch.setattr(process.subprocess, "Popen", ended)
     plan = isolation.Plan(["/bin/false"], {}, os.geteuid(), os.getegid(), [])
-    worker = process.launch(plan, sys.executable, tmp_path, tmp_path, {"seq": 1, "op": "init"})
+    init = messages.Init(seq=1, op=messages.INIT, home=str(tmp_path), seed=str(tmp_path), lib_dirs=[],
+                         site_packages=[], limits={}, landlock=False, wire_types=[], codecs=[], remote=[])
+    worker = process.launch(plan, sys.executable, tmp_path, tmp_path, init)
     try:
         assert os.read(worker.resp_r, 1) == b"", "the ended worker's reply pipe must be at its end"
     finally:

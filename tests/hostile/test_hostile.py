@@ -15,7 +15,7 @@ like /autograder, `source/run_autograder` run there. For every case:
    working); every test it passes, the honest part passes too;
 3. no hidden-test text or solution text appears in results.json or in run_autograder's output;
 4. the grader finished within its budget (the suite lowers the limits through KVLAB_CALL_TIMEOUT and
-   KVLAB_TIME_BUDGET, see autograder/harness/run.py);
+   KVLAB_TIME_BUDGET, see autograder/harness/settings.py);
 5. nothing is left behind: the repository's kvlab, hidden tests and solutions, the venv, the
    layout's source/ are unchanged, no process of the grading remains, nothing the payload planted
    ever runs, and the reference solution graded later in the same folder gets full marks.
@@ -431,24 +431,6 @@ def test_leak_check_sees_hidden_and_solution_text() -> None:
     stubbed_away = [line for line in leaks(solution, HONEST["no_decode"]) if line != "BEGIN SOLUTION"]
     assert stubbed_away, "greedy_decode's solution lines must count as a leak for a submission that stubs it"
     assert not leaks(HONEST["no_decode"], HONEST["no_decode"]), "a student's own code is not a leak"
-
-
-def test_limit_overrides_can_only_lower(monkeypatch: pytest.MonkeyPatch) -> None:
-    from autograder.harness.backends import GraderFault
-    from autograder.harness.run import CALL_TIMEOUT_ENV, lowered_by_env
-
-    monkeypatch.delenv(CALL_TIMEOUT_ENV, raising=False)
-    assert lowered_by_env(10.0, CALL_TIMEOUT_ENV) == 10.0, "unset: the value stands"
-    monkeypatch.setenv(CALL_TIMEOUT_ENV, "2.5")
-    assert lowered_by_env(10.0, CALL_TIMEOUT_ENV) == 2.5, "a smaller value lowers the limit"
-    monkeypatch.setenv(CALL_TIMEOUT_ENV, "60")
-    assert lowered_by_env(10.0, CALL_TIMEOUT_ENV) == 10.0, "a larger value must never raise the limit"
-    for bad in ("soon", "nan", "-1", "0"):
-        monkeypatch.setenv(CALL_TIMEOUT_ENV, bad)
-        with pytest.raises(GraderFault, match=CALL_TIMEOUT_ENV):
-            lowered_by_env(10.0, CALL_TIMEOUT_ENV)
-    monkeypatch.setenv(CALL_TIMEOUT_ENV, "0")
-    assert lowered_by_env(480.0, CALL_TIMEOUT_ENV, allow_zero=True) == 0.0, "a zero budget is allowed"
 
 
 @pytest.mark.parametrize(("megabytes", "fits"), [(128, True), (1024, False)])

@@ -19,7 +19,7 @@ from concurrent.futures import Future
 import pytest
 
 from autograder import corpus
-from autograder.harness.run import CALL_TIMEOUT_ENV
+from autograder.harness.settings import CALL_TIMEOUT_ENV
 from support import first_catch
 from support.checks import check_modes_agree, fails_a_public_test
 from support.graders import Graders, Job, JobResults

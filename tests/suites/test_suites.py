@@ -29,7 +29,7 @@ from pathlib import Path
 import pytest
 
 from autograder import mutants
-from autograder.harness.run import CALL_TIMEOUT_ENV
+from autograder.harness.settings import CALL_TIMEOUT_ENV
 from support import first_catch
 from support.checks import (
     check_asserts_have_messages, check_catalog, check_modes_agree, check_mutant_caught, check_points_add_up,

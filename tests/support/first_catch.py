@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from autograder import corpus, mutants
-from autograder.harness.run import CALL_TIMEOUT_ENV
+from autograder.harness.settings import CALL_TIMEOUT_ENV
 from support.graders import Job, JobResults
 from support.repo import REPO
 from support.suite import Suite

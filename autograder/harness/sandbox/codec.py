@@ -37,6 +37,7 @@ from .worker.protocol import (
     load_array,
     numeric_dtypes,
 )
+from .worker.messages import DTYPE_OBJECT, DTYPE_TYPE, Tag
 
 __all__ = ["Decoder", "Reader", "WireTypes", "encode"]
 
@@ -146,7 +147,7 @@ def _array(array: np.ndarray, what: str, blobs: list[Any]) -> list[Any]:
 def _sent_array(value: np.ndarray, blobs: list[Any], sent: Sent | None, small_too: bool = False) -> list[Any]:
     """An array's tree, with the number `sent` gives it if it keeps it (see kept.Sent.offer)."""
     array = np.asarray(value)  # an ndarray subclass crosses as a plain ndarray
-    tree = ["A", *_array(array, "an array", blobs)]
+    tree = [Tag.ARRAY, *_array(array, "an array", blobs)]
     number = sent.offer(array, small_too) if sent is not None else None
     return tree if number is None else [*tree, number]
 
@@ -173,35 +174,35 @@ def encode(
     if tree is not None:
         return tree
     if value is None:
-        return ["N"]
+        return [Tag.NONE]
     # numpy first: np.float64 is a float subclass and must keep its dtype.
     if isinstance(value, np.ndarray):
         return _sent_array(value, blobs, sent)
     if isinstance(value, np.generic):
-        return ["G", *_array(np.asarray(value), "a numpy scalar", blobs)]
+        return [Tag.SCALAR, *_array(np.asarray(value), "a numpy scalar", blobs)]
     if isinstance(value, bool):
-        return ["B", value]
+        return [Tag.BOOL, value]
     if isinstance(value, int):
-        return ["I", int(value)]
+        return [Tag.INT, int(value)]
     if isinstance(value, float):
-        return ["F", float(value)]
+        return [Tag.FLOAT, float(value)]
     if isinstance(value, str):
-        return ["S", str.__str__(value)]
+        return [Tag.STR, str.__str__(value)]
     if isinstance(value, bytes):
         blobs.append(bytes(value))
-        return ["Y", len(blobs) - 1]
+        return [Tag.BYTES, len(blobs) - 1]
     if isinstance(value, np.dtype) or (isinstance(value, type) and issubclass(value, np.generic)):
-        return ["P", _numeric_dtype(value).str, "dtype" if isinstance(value, np.dtype) else "type"]
+        return [Tag.DTYPE, _numeric_dtype(value).str, DTYPE_OBJECT if isinstance(value, np.dtype) else DTYPE_TYPE]
     # Item types checked as one set, at C speed (a generator's step per item cost more than the arrays).
     codec = wire_types.codecs.get(type(value[0])) if type(value) in (list, tuple) and value else None
     if codec is not None and len(set(map(type, value))) == 1:
         return _encode_columns(value, codec, blobs)
     column = int_column(np, value)
     if column is not None:
-        return ["J", *_array(column, "a list of ints", blobs)]
+        return [Tag.INT_LIST, *_array(column, "a list of ints", blobs)]
     if isinstance(value, (list, tuple)):
         items = [encode(item, blobs, reference, wire_types, depth + 1, sent) for item in value]
-        return ["L" if isinstance(value, list) else "T", items]
+        return [Tag.LIST if isinstance(value, list) else Tag.TUPLE, items]
     if isinstance(value, dict):
         if not all(isinstance(key, str) for key in value):
             raise TypeError("cannot send a dict with non-str keys to student code")
@@ -209,14 +210,14 @@ def encode(
             # Weights: numbered as a whole, so every forward of a decode can name them in one number.
             pairs = [[str.__str__(k), _sent_array(v, blobs, sent, small_too=True)] for k, v in value.items()]
             if all(len(tree) == 6 for _, tree in pairs):
-                return ["D", pairs, sent.offer_value({key: tree[5] for key, tree in pairs})]
-            return ["D", pairs]
-        return ["D", [[str.__str__(k), encode(v, blobs, reference, wire_types, depth + 1, sent)]
+                return [Tag.DICT, pairs, sent.offer_value({key: tree[5] for key, tree in pairs})]
+            return [Tag.DICT, pairs]
+        return [Tag.DICT, [[str.__str__(k), encode(v, blobs, reference, wire_types, depth + 1, sent)]
                       for k, v in value.items()]]
     name = wire_types.names.get(type(value))
     if name is not None:
         fields = [f.name for f in dataclasses.fields(value) if f.init]
-        tree = ["C", name, [[f, encode(getattr(value, f), blobs, reference, wire_types, depth + 1, sent)]
+        tree = [Tag.WIRE_TYPE, name, [[f, encode(getattr(value, f), blobs, reference, wire_types, depth + 1, sent)]
                             for f in fields]]
         if sent is not None and type(value).__dataclass_params__.frozen:  # type: ignore[attr-defined]
             tree.append(sent.offer_value(value))  # the Config of every forward of a decode
@@ -235,7 +236,7 @@ def encode(
 
 
 def _encode_columns(items: list[Any] | tuple[Any, ...], codec: ColumnCodec, blobs: list[Any]) -> list[Any]:
-    """A list or tuple of one wire type as the columns of its codec (see worker/protocol.py, tag "W").
+    """A list or tuple of one wire type as the columns of its codec (see worker/messages.py, Tag.COLUMNS).
 
     A trace of 23,608 requests holds ~400,000 block ids: one tagged tree node per int would cost
     seconds per call, a few arrays cost milliseconds.
@@ -245,7 +246,7 @@ def _encode_columns(items: list[Any] | tuple[Any, ...], codec: ColumnCodec, blob
         values = list(map(operator.attrgetter(name), items))
         columns.append(np.fromiter(map(len, values), dtype=np.int64, count=len(values)))
         columns.append(np.fromiter(itertools.chain.from_iterable(values), dtype=dtype))
-    return ["W", codec.type, "L" if type(items) is list else "T",
+    return [Tag.COLUMNS, codec.type, Tag.LIST if type(items) is list else Tag.TUPLE,
             *(_array(column, f"a column of {codec.type}", blobs) for column in columns)]
 
 
@@ -327,6 +328,10 @@ def _read_array(blob: memoryview | bytes, form: Any) -> np.ndarray:
         raise ProtocolError(f"the worker sent a malformed array: {exc}") from None
 
 
+# The plain scalars' tags and the one type each must carry.
+_SCALAR_TYPES = {Tag.BOOL: bool, Tag.INT: int, Tag.FLOAT: float, Tag.STR: str}
+
+
 class Decoder:
     """Turns trees from the worker into trusted values; `make_proxy(number, type_name)` builds references."""
 
@@ -373,42 +378,41 @@ class Decoder:
         if type(tree) is not list or not tree or type(tree[0]) is not str:
             raise ProtocolError(f"the worker sent a malformed value {str(tree)[:80]!r}")
         tag, rest = tree[0], tree[1:]
-        text = len(rest[0]) if tag == "S" and len(rest) == 1 and type(rest[0]) is str else 0
+        text = len(rest[0]) if tag == Tag.STR and len(rest) == 1 and type(rest[0]) is str else 0
         self.holding.take_items(1 + text // ITEM_BYTES)
-        scalar_types = {"B": bool, "I": int, "F": float, "S": str}
-        if tag == "N" and not rest:
+        if tag == Tag.NONE and not rest:
             return None
-        if tag in scalar_types and len(rest) == 1 and type(rest[0]) is scalar_types[tag]:
+        if tag in _SCALAR_TYPES and len(rest) == 1 and type(rest[0]) is _SCALAR_TYPES[tag]:
             return rest[0]
-        if tag == "Y" and len(rest) == 1:
+        if tag == Tag.BYTES and len(rest) == 1:
             blob = self.blob(rest[0])
             self.holding.take_items(len(blob) // ITEM_BYTES)
             return bytes(blob)
-        if tag in ("L", "T") and len(rest) == 1 and type(rest[0]) is list:
+        if tag in (Tag.LIST, Tag.TUPLE) and len(rest) == 1 and type(rest[0]) is list:
             items = [self.decode(item, depth + 1) for item in rest[0]]
-            return items if tag == "L" else tuple(items)
-        if tag == "D" and len(rest) == 1 and type(rest[0]) is list:
+            return items if tag == Tag.LIST else tuple(items)
+        if tag == Tag.DICT and len(rest) == 1 and type(rest[0]) is list:
             return dict(self.pair(item, depth) for item in rest[0])
-        if tag == "A" and len(rest) == 4:
+        if tag == Tag.ARRAY and len(rest) == 4:
             return self.array(rest[0], rest[1:])
-        if tag == "E" and len(rest) == 1:
+        if tag == Tag.ECHO and len(rest) == 1:
             return self.echo(rest[0])
-        if tag == "J" and len(rest) == 4 and rest[1] in ("<i8", ">i8") and type(rest[2]) is list \
+        if tag == Tag.INT_LIST and len(rest) == 4 and rest[1] in ("<i8", ">i8") and type(rest[2]) is list \
                 and len(rest[2]) == 1:
             blob = self.blob(rest[0])
             self.holding.take_items(len(blob) // 8)  # before the list is made: one item per int
             return _read_array(blob, rest[1:]).tolist()
-        if tag == "G" and len(rest) == 4:
+        if tag == Tag.SCALAR and len(rest) == 4:
             array = _read_array(self.blob(rest[0]), rest[1:])
             if array.ndim != 0:
                 raise ProtocolError("the worker sent a numpy scalar that is not 0-d")
             return array[()]
-        if (tag == "C" and len(rest) == 2 and type(rest[0]) is str and rest[0] in self.wire_types.classes
+        if (tag == Tag.WIRE_TYPE and len(rest) == 2 and type(rest[0]) is str and rest[0] in self.wire_types.classes
                 and type(rest[1]) is list):
             return _rebuild(rest[0], dict(self.pair(item, depth) for item in rest[1]), self.wire_types)
-        if tag == "R" and len(rest) == 2 and type(rest[0]) is int and rest[0] > 0 and type(rest[1]) is str:
+        if tag == Tag.REFERENCE and len(rest) == 2 and type(rest[0]) is int and rest[0] > 0 and type(rest[1]) is str:
             return self.make_proxy(rest[0], checked_name(rest[1], "a type name", TYPE_NAME_LIMIT))
-        if tag == "P" and len(rest) == 2 and rest[1] in ("dtype", "type"):
+        if tag == Tag.DTYPE and len(rest) == 2 and rest[1] in (DTYPE_OBJECT, DTYPE_TYPE):
             try:
                 if type(rest[0]) is not str or len(rest[0]) > 8:
                     raise ValueError
@@ -417,8 +421,8 @@ class Decoder:
                 raise ProtocolError(f"the worker sent an unknown dtype {rest[0]!r}") from None
             if dtype.kind not in NUMERIC_KINDS or dtype.fields is not None:
                 raise ProtocolError(f"the worker sent dtype {dtype}")
-            return dtype if rest[1] == "dtype" else dtype.type
-        if tag == "X" and len(rest) == 3:
+            return dtype if rest[1] == DTYPE_OBJECT else dtype.type
+        if tag == Tag.EXCEPTION_CLASS and len(rest) == 3:
             module, qualname, mro = rest
             return student_exception_class(*self.exception_names(module, qualname, mro))
         raise ProtocolError(f"the worker sent a malformed value {str(tree)[:80]!r}")

@@ -29,6 +29,8 @@ from .process import (
     folder_usage,
 )
 from .proxy import Proxy, WorkerObjects
+from .worker import messages
+from .worker.messages import RETURN, Callback, Failure, Return, read
 from .worker.protocol import MAX_CALLBACK_DEPTH, TEXT_LIMIT, WRITEV_PARTS, frame, written
 
 # How often a long request checks the worker's CPU time (and, at most every DISK_CHECK_SECONDS, its
@@ -218,9 +220,10 @@ class Exchange:
         back to be raised in the worker as the nearest builtin exception; if the worker stops during
         a nested request, that error propagates instead.
         """
-        name, args, kwargs = message.get("callback"), message.get("args"), message.get("kwargs")
+        callback = read(Callback, message)
+        name, args, kwargs = callback.callback, callback.args, callback.kwargs
         function = self.remote.get(name) if type(name) is str else None
-        if function is None or message.get("seq") != seq or type(args) is not list or type(kwargs) is not list:
+        if function is None or callback.seq != seq or type(args) is not list or type(kwargs) is not list:
             raise self.protocol_failure(f"an unknown or malformed callback {str(name)[:80]!r}", label)
         objects, generation = self.objects, self.objects.generation
 
@@ -235,23 +238,21 @@ class Exchange:
         except ProtocolError as exc:
             raise self.protocol_failure(str(exc), label) from None
         except TooBig as exc:  # raised in the student's code, which asked with these arguments
-            return frame({"op": "return", "ok": False, "error": {"type": "ValueError", "message": str(exc)}}, [])
+            return frame(messages.header(_failed(Failure(type="ValueError", message=str(exc)))), [])
         out: list[Any] = []
         if self._callback_depth >= MAX_CALLBACK_DEPTH:
-            header: dict[str, Any] = {"op": "return", "ok": False, "error": {
-                "type": "RecursionError", "message": f"{name} nested more than {MAX_CALLBACK_DEPTH} deep"}}
-            return frame(header, out)
+            failure = Failure(type="RecursionError", message=f"{name} nested more than {MAX_CALLBACK_DEPTH} deep")
+            return frame(messages.header(_failed(failure)), out)
         self._callback_depth += 1
         try:
             value = function(*decoded_args, **decoded_kwargs)
             encoded = encode(value, out, self.objects.reference, self.wire_types, sent=self.objects.sent)
-            header = {"op": "return", "ok": True, "value": encoded}
+            returned = Return(op=RETURN, ok=True, value=encoded)
         except Exception as exc:
             if self.resources.worker is not worker:  # a nested request stopped the worker
                 raise
             builtin = next((c for c in type(exc).__mro__ if getattr(builtins, c.__name__, None) is c), Exception)
-            header = {"op": "return", "ok": False,
-                      "error": {"type": builtin.__name__, "message": str(exc)[:TEXT_LIMIT]}}
+            returned = _failed(Failure(type=builtin.__name__, message=str(exc)[:TEXT_LIMIT]))
             out = []
         except BaseException:
             # A whole-test timeout (or an interrupt) while the worker waits mid-call: stop it, so
@@ -263,7 +264,7 @@ class Exchange:
             self._callback_depth -= 1
         if self.resources.worker is not worker:
             raise WorkerDied(f"the student's process stopped during {name} (called from {label})")
-        return frame(header, out)
+        return frame(messages.header(returned), out)
 
     def _keep_output(self, chunk: bytes) -> None:
         room = max(0, self.limits.output_bytes - len(self.output))
@@ -379,3 +380,8 @@ class Exchange:
         return ProtocolError(
             f"invalid data from the student's process during {label}: {detail}; it was stopped"
         )
+
+
+def _failed(failure: Failure) -> Return:
+    """The Return of a callback that raised `failure` (raised in the worker as that builtin)."""
+    return Return(op=RETURN, ok=False, error=messages.header(failure))

@@ -103,8 +103,8 @@ def resident_bytes() -> int | None:
 
 class Sent:
     """What this process sent the worker during the current test, by number, which the worker may
-    hand back as ["E", number] instead of its bytes (worker/protocol.py): arrays, dicts of them, and
-    frozen wire-type values.
+    hand back as [Tag.ECHO, number] instead of its bytes (worker/messages.py): arrays, dicts of
+    them, and frozen wire-type values.
 
     A decode passes its weights to every forward callback (1.1 MB in 21 arrays per step of lecture
     2's work check): sent back as one number, they cost neither the copies nor the pipe, nor a tree

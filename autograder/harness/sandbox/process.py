@@ -24,6 +24,7 @@ from . import identity
 from .errors import WorkerDied
 from .isolation import BASE_ENV, Plan
 from .worker import protocol
+from .worker.messages import Init, header
 
 # The worker's side, the package `worker` (every module of its folder and nothing else): copied into
 # each sandbox's private folder and imported from there.
@@ -416,7 +417,7 @@ def place_worker(root: Path) -> Path:
     return root
 
 
-def launch(plan: Plan, python: str, folder: Path, home: Path, init: dict[str, Any]) -> WorkerProcess:
+def launch(plan: Plan, python: str, folder: Path, home: Path, init: Init) -> WorkerProcess:
     """Start a worker and send it its init message, without waiting for it to be ready."""
     req_r, req_w = os.pipe()
     resp_r, resp_w = os.pipe()
@@ -456,7 +457,7 @@ def launch(plan: Plan, python: str, folder: Path, home: Path, init: dict[str, An
         os.set_blocking(fd, False)
     # A few hundred bytes: the fresh pipe takes them at once, whatever the worker is doing.
     try:
-        os.write(req_w, protocol.frame(init, [])[0])
+        os.write(req_w, protocol.frame(header(init), [])[0])
     except BrokenPipeError:
         pass  # it ended at once (bubblewrap refused to start, say): waiting for it reports that
-    return WorkerProcess(proc, req_w, resp_r, out_r, launched, init["seq"])
+    return WorkerProcess(proc, req_w, resp_r, out_r, launched, init.seq)

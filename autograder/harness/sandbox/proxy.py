@@ -10,12 +10,13 @@ import numpy as np
 from .errors import BadValue, ProtocolError, StaleObject, StudentException, WorkerTimeout
 from .kept import Holding, Sent
 from .limits import Limits
+from .worker.messages import NEXT, Tag
 from .worker.protocol import TEXT_LIMIT
 
 # Dunder attributes worth a round trip; other dunder probes (numpy's __array_interface__,
 # inspect's __wrapped__, ...) fail locally, as they would on an object without them.
 REMOTE_DUNDERS = {"__name__", "__qualname__", "__module__", "__doc__", "__dict__"}
-STOP = object()  # what a "next" request returns when the iterator is exhausted
+STOP = object()  # what a NEXT request returns when the iterator is exhausted
 # What one round trip of an iteration counts at least: an endless iterator whose items cost the
 # worker nothing must still use up the limit (10,000 items a second of the limit).
 ROUND_TRIP_FLOOR = 1e-4
@@ -84,7 +85,7 @@ class WorkerObjects:
     def proxy(self, number: int, type_name: str, label: str, generation: int) -> Proxy:
         """The proxy of worker object `number` of `generation`, which the worker now holds."""
         self.holds = True
-        return Proxy(self.owner, ["R", number], generation, label, type_name)
+        return Proxy(self.owner, [Tag.REFERENCE, number], generation, label, type_name)
 
     def reference(self, value: Any) -> list[Any] | None:
         """The wire form of a proxy argument (the worker object it names), None for other values."""
@@ -138,7 +139,7 @@ class Proxy:
         # object.__setattr__: our own __setattr__ forwards attribute writes to the worker.
         object.__setattr__(self, "_sbx_box", box)
         object.__setattr__(self, "_sbx_target", target)
-        # None: a module, or a module's attribute by name (["Q", ...]): valid across restarts.
+        # None: a module, or a module's attribute by name (Tag.NAMED): valid across restarts.
         object.__setattr__(self, "_sbx_generation", generation)
         object.__setattr__(self, "_sbx_label", label)  # the expression that produced it, for messages
         object.__setattr__(self, "_sbx_type", type_name)
@@ -193,7 +194,7 @@ class Proxy:
         limit, spent = box.limits.call_timeout, 0.0
         while True:
             started = time.monotonic()
-            item = iterator._sbx("next", label=f"next(iter({self._sbx_label}))")
+            item = iterator._sbx(NEXT, label=f"next(iter({self._sbx_label}))")
             used = box.last_call_cpu
             # The worker's CPU time (the wall clock when it is unknown), plus the round trip's own cost.
             spent += (time.monotonic() - started) if used is None else max(used, ROUND_TRIP_FLOOR)
@@ -226,7 +227,7 @@ class Proxy:
 
     def __repr__(self) -> str:
         # Never raises: pytest and debuggers call repr while reporting other failures.
-        if self._sbx_target[0] == "M":
+        if self._sbx_target[0] == Tag.MODULE:
             return f"<student module {self._sbx_target[1]} (sandboxed)>"
         try:
             text = self._sbx("repr", label=f"repr({self._sbx_label})")

@@ -43,6 +43,20 @@ from .exchange import Exchange
 from .limits import Limits
 from .process import Resources, WorkerProcess
 from .proxy import STOP, Proxy, WorkerObjects
+from .worker.messages import (
+    ABSENT,
+    INIT,
+    NEXT,
+    RESET,
+    ExceptionReport,
+    Init,
+    Reply,
+    Request,
+    Started,
+    Tag,
+    header,
+    read,
+)
 from .worker.protocol import TEXT_LIMIT
 
 # The third-party packages the worker imports (the course library is `packages`): numpy and the
@@ -238,7 +252,7 @@ class Sandbox:
         self._exchange = Exchange(self._res, self.limits, self._plan, self.config.remote, self._wire_types,
                                   self.objects)
         # (module, name) of the functions and classes of the student's modules, per the worker, with
-        # their type names: `module.name` is then a proxy that names it, ["Q", "module:name"], and
+        # their type names: `module.name` is then a proxy that names it, [Tag.NAMED, "module:name"], and
         # the worker looks it up at each use (one round trip per call instead of two). Kept across
         # resets and restarts: a module's functions are the same in every worker. Only an
         # optimisation: a wrong answer costs the student's test (a name where it expected a value).
@@ -251,7 +265,7 @@ class Sandbox:
         """The student's module `name`, imported in the worker on first use."""
         if not re.fullmatch(NAME, name):
             raise ValueError(f"not a module name: {name!r}")
-        return Proxy(self, ["M", name], None, name, "module")
+        return Proxy(self, [Tag.MODULE, name], None, name, "module")
 
     def call(self, qualname: str, *args: Any, timeout: float | None = None, **kwargs: Any) -> Any:
         """Run the library function "package.module:function" on proxies of the student's objects.
@@ -280,7 +294,7 @@ class Sandbox:
                 if any(isinstance(v, Proxy) for v in (*args, *kwargs.values())):
                     raise on_student_objects(exc, qualname) from exc
                 raise
-        return self._request("call", ["Q", qualname], args, kwargs, f"{qualname}(...)", timeout)
+        return self._request("call", [Tag.NAMED, qualname], args, kwargs, f"{qualname}(...)", timeout)
 
     @contextlib.contextmanager
     def library_local(self) -> Iterator[None]:
@@ -331,7 +345,7 @@ class Sandbox:
         # object only in what it sends here, where the reply is decoded into a proxy).
         if worker is not None and worker.ready and (self.objects.holds or self.objects.sent.numbered):
             try:
-                self._request("reset", None, (), {}, "reset()")
+                self._request(RESET, None, (), {}, "reset()")
             except StudentException:
                 pass  # the worker is gone; the next request starts a fresh one
         self.objects.new_test()
@@ -406,28 +420,29 @@ class Sandbox:
         if proxy is not None:
             self.objects.check_fresh(proxy)
             target = proxy._sbx_target
-            if op == "getattr" and target[0] == "M" and (target[1], args[0]) in self._named:
-                return Proxy(self, ["Q", f"{target[1]}:{args[0]}"], None, label, self._named[target[1], args[0]])
+            if op == "getattr" and target[0] == Tag.MODULE and (target[1], args[0]) in self._named:
+                return Proxy(self, [Tag.NAMED, f"{target[1]}:{args[0]}"], None, label,
+                             self._named[target[1], args[0]])
         self._ready_worker()
         blobs: list[Any] = []
-        header: dict[str, Any] = {"op": op, "target": target}
-        if self._local:
-            header["local"] = True
         objects = self.objects
-        header["args"] = [encode(arg, blobs, objects.reference, self._wire_types, sent=objects.sent)
-                          for arg in args]
-        header["kwargs"] = [[k, encode(v, blobs, objects.reference, self._wire_types, sent=objects.sent)]
-                            for k, v in kwargs.items()]
-        reply, reply_blobs = self._exchange.round_trip(header, blobs, label,
-                                                       timeout or self.limits.call_timeout)
+        request = Request(
+            op=op, target=target, local=True if self._local else ABSENT,
+            args=[encode(arg, blobs, objects.reference, self._wire_types, sent=objects.sent) for arg in args],
+            kwargs=[[k, encode(v, blobs, objects.reference, self._wire_types, sent=objects.sent)]
+                    for k, v in kwargs.items()],
+        )
+        received, reply_blobs = self._exchange.round_trip(header(request), blobs, label,
+                                                          timeout or self.limits.call_timeout)
+        reply = read(Reply, received)
         try:
-            value = self._interpret(op, reply, reply_blobs, label)
+            value = self._interpret(op, reply, received, reply_blobs, label)
         except ProtocolError as exc:
             raise self._exchange.protocol_failure(str(exc), label) from None
-        if op == "getattr" and reply.get("method") is True and proxy is not None \
+        if op == "getattr" and reply.method is True and proxy is not None \
                 and proxy._sbx_generation == objects.generation:
             objects.methods.add((proxy._sbx_key(), args[0]))
-        if op == "getattr" and reply.get("named") is True and target[0] == "M" and isinstance(value, Proxy) \
+        if op == "getattr" and reply.named is True and target[0] == Tag.MODULE and isinstance(value, Proxy) \
                 and args[0].isidentifier():  # "module:name" must name this attribute and no other
             self._named[target[1], args[0]] = value._sbx_type
         return value
@@ -436,12 +451,13 @@ class Sandbox:
         """Stop the worker (its stream can no longer be trusted) and describe what it sent (for proxies)."""
         return self._exchange.protocol_failure(detail, label)
 
-    def _interpret(self, op: str, reply: dict[str, Any], blobs: list[memoryview], label: str) -> Any:
-        """The result in a reply, or the student's exception raised."""
-        if reply.get("ok") is True:
-            if op == "next" and reply.get("stop") is True:
+    def _interpret(self, op: str, reply: Reply, received: dict[str, Any], blobs: list[memoryview],
+                   label: str) -> Any:
+        """The result in a reply (`received`, as read), or the student's exception raised."""
+        if reply.ok is True:
+            if op == NEXT and reply.stop is True:
                 return STOP
-            if "value" not in reply:
+            if reply.value is ABSENT:
                 return None  # a reset
             objects, generation = self.objects, self.objects.generation
 
@@ -449,17 +465,15 @@ class Sandbox:
                 return objects.proxy(number, type_name, label, generation)
 
             decoder = Decoder(blobs, make_proxy, self._wire_types, objects.holding, objects.sent)
-            return decoder.decode(reply["value"])
-        error = reply.get("error")
-        if reply.get("ok") is not False or type(error) is not dict:
-            raise ProtocolError(f"the worker sent a malformed reply: {str(reply)[:200]}")
-        texts = [error.get(key) for key in ("message", "traceback", "where")]
+            return decoder.decode(reply.value)
+        if reply.ok is not False or type(reply.error) is not dict:
+            raise ProtocolError(f"the worker sent a malformed reply: {str(received)[:200]}")
+        error = read(ExceptionReport, reply.error)
+        texts = [error.message, error.traceback, error.where]
         if not all(type(text) is str for text in texts):
             raise ProtocolError("the worker sent a malformed exception report")
         message, student_traceback, where = (text[:TEXT_LIMIT] for text in texts)
-        module, qualname, mro = Decoder.exception_names(
-            error.get("module"), error.get("qualname"), error.get("mro"),
-        )
+        module, qualname, mro = Decoder.exception_names(error.module, error.qualname, error.mro)
         cls = student_exception_class(module, qualname, mro)
         _record("exception", qualname)
         if cls is StudentCrash:
@@ -507,12 +521,12 @@ class Sandbox:
             "cpu_seconds": self.limits.cpu_seconds, "memory_bytes": self.limits.memory_bytes,
             "max_processes": self.limits.max_processes, "file_bytes": self.limits.file_bytes,
         }
-        init = {
-            "seq": seq, "op": "init", "home": str(self._home), "seed": str(self._res.submitted),
-            "lib_dirs": [str(p) for p in self._lib_dirs],
-            "site_packages": [str(p) for p in self._site_packages], "limits": limits,
-            "landlock": self._settings["landlock"], **self.config.for_worker(),
-        }
+        init = Init(
+            seq=seq, op=INIT, home=str(self._home), seed=str(self._res.submitted),
+            lib_dirs=[str(p) for p in self._lib_dirs],
+            site_packages=[str(p) for p in self._site_packages], limits=limits,
+            landlock=self._settings["landlock"], **self.config.for_worker(),
+        )
         try:
             self._res.worker = process.launch(self._plan, self._python, self._worker_folder, self._home, init)
             return
@@ -548,8 +562,8 @@ class Sandbox:
         limit = max(START_TIMEOUT, self.limits.call_timeout)
         while True:
             try:
-                reply, _ = self._exchange.round_trip({"seq": worker.init_seq}, [], "start-up", limit,
-                                                     send=False, wall=limit)
+                received, _ = self._exchange.round_trip({"seq": worker.init_seq}, [], "start-up", limit,
+                                                        send=False, wall=limit)
                 break
             except StudentException as exc:
                 failed = exc
@@ -559,8 +573,9 @@ class Sandbox:
             self._launch()
             assert self._res.worker is not None
             worker = self._res.worker
-        pid = reply.get("pid")
-        if reply.get("ok") is not True or type(pid) is not int:
+        reply = read(Started, received)
+        pid = reply.pid
+        if reply.ok is not True or type(pid) is not int:
             raise self._exchange.protocol_failure("malformed start-up reply", "start-up")
         if self._plan.bubblewrap:
             found = process.find_sandboxed_pid(worker.proc.pid, pid)
@@ -570,7 +585,7 @@ class Sandbox:
         elif pid != worker.proc.pid:
             raise self._exchange.protocol_failure(f"the worker claims pid {pid}", "start-up")
         # Said before any student code ran: the worker's own words about the layers it took.
-        unfiltered, confined = reply.get("unfiltered"), reply.get("landlock")
+        unfiltered, confined = reply.unfiltered, reply.landlock
         notes = [f"reduced: memory files, System V memory, kernel keys and metadata changes not refused "
                  f"({str(unfiltered)[:200]})" if unfiltered is not None else SECCOMP_SAYS]
         # The plan's words for a worker confined by permissions only, as these layers change them.

@@ -10,18 +10,18 @@ wire types, the column codecs, the remote functions, as names). Only after apply
 does the worker import numpy, and student code runs only inside later requests.
 
 Callbacks: the course-library functions the init message lists as "remote" are replaced, before
-any student code runs, by stand-ins that send {"seq": the request being answered, "callback":
-"module:name", "args", "kwargs"} on RESP_FD instead of a reply; the trusted side runs its own copy
-of the function, sending requests about the arguments passed by reference meanwhile (answered as
-usual), then {"op": "return", "ok": true, "value"} or {"op": "return", "ok": false, "error":
-{"type": builtin exception name, "message"}}. A request that carries "local": true runs with
-the stand-ins calling this process's own copies instead (see `Sandbox.library_local`).
+any student code runs, by stand-ins that send a `messages.Callback` (seq: the request being
+answered) on RESP_FD instead of a reply; the trusted side runs its own copy of the function,
+sending requests about the arguments passed by reference meanwhile (answered as usual), then a
+`messages.Return`: its value, or the builtin exception it raised. A request that carries "local":
+true runs with the stand-ins calling this process's own copies instead (see `Sandbox.library_local`).
 
 Everything here is untrusted once student code has run: the trusted side validates every byte this
-process sends, and never imports this module. The wire format is described in `protocol.py`.
+process sends, and never imports this module. The wire format is described in `protocol.py`, its
+tags and messages named in `messages.py`.
 
 Over 400 lines on purpose: this package runs alone, from a private folder, with only `protocol.py`,
-`landlock.py` and `seccomp.py` beside this file and nothing of the grader's around it, so the worker's whole
+`messages.py`, `landlock.py` and `seccomp.py` beside this file and nothing of the grader's around it, so the worker's whole
 side (limits, object table, callbacks, encoding, exception reports) lives here.
 """
 from __future__ import annotations
@@ -39,6 +39,24 @@ import types
 from typing import Any
 
 from . import landlock, seccomp
+from .messages import (
+    DTYPE_OBJECT,
+    DTYPE_TYPE,
+    NEXT,
+    RESET,
+    RETURN,
+    Callback,
+    ExceptionReport,
+    Failure,
+    Init,
+    Reply,
+    Request,
+    Return,
+    Started,
+    Tag,
+    header,
+    read,
+)
 from .protocol import (
     ECHO_KEPT_BYTES,
     MAX_CALLBACK_DEPTH,
@@ -55,6 +73,11 @@ from .protocol import (
     receive,
     send,
 )
+
+
+# The plain scalars' tags, by their exact type.
+_SCALAR_TAGS = {bool: Tag.BOOL, int: Tag.INT, float: Tag.FLOAT, str: Tag.STR}
+_SCALARS = frozenset(_SCALAR_TAGS.values())
 
 
 class UnsupportedValue(TypeError):
@@ -113,15 +136,15 @@ def safe_str(value: object) -> str:
 class Worker:
     """The object table and the request loop."""
 
-    def __init__(self, req_fd: int, resp_fd: int, init: dict[str, Any]) -> None:
+    def __init__(self, req_fd: int, resp_fd: int, init: Init) -> None:
         import numpy
 
         self.np = numpy
         self.scalar_types = set(numpy.sctypeDict.values())
         self.req_fd, self.resp_fd = req_fd, resp_fd
-        self.home = init["home"]
+        self.home = init.home
         # Frames in these folders are the student's or the course library's; all others are ours.
-        self.shown_roots = tuple(os.path.join(p, "") for p in (init["home"], *init["lib_dirs"]))
+        self.shown_roots = tuple(os.path.join(p, "") for p in (init.home, *init.lib_dirs))
         self.table: dict[int, Any] = {}
         self.numbers: dict[int, int] = {}  # id(object) -> its number, so one object has one number
         # What the trusted side sent with a number, until the next reset: id(object) -> (the object,
@@ -131,11 +154,11 @@ class Worker:
         self.echoes: dict[int, tuple[Any, Any, int]] = {}
         self.echo_bytes = 0
         self.next_number = 1
-        self.current_seq = init["seq"]  # the request being answered (the innermost one)
+        self.current_seq = init.seq  # the request being answered (the innermost one)
         self.callback_depth = 0
         self.local_depth = 0  # requests being answered that asked for the library run here
-        self.wire_types = frozenset(init["wire_types"])
-        self.codecs = {codec["type"]: codec for codec in init["codecs"]}
+        self.wire_types = frozenset(init.wire_types)
+        self.codecs = {codec["type"]: codec for codec in init.codecs}
         self.ops = {
             "getattr": getattr,
             "setattr": setattr,
@@ -167,19 +190,20 @@ class Worker:
                 return
             self.serve_one(*message)
 
-    def serve_one(self, header: dict[str, Any], blobs: list[memoryview]) -> None:
+    def serve_one(self, received: dict[str, Any], blobs: list[memoryview]) -> None:
         """Answer one request and send the reply."""
+        request = read(Request, received)
         outer = self.current_seq
-        self.current_seq = header["seq"]
-        local = header.get("local") is True
+        self.current_seq = request.seq
+        local = request.local is True
         self.local_depth += local
         try:
-            reply, out = self.answer(header, blobs)
+            reply, out = self.answer(request, blobs)
         finally:
             self.current_seq = outer
             self.local_depth -= local
         self.flush_output()
-        send(self.resp_fd, reply, out)
+        send(self.resp_fd, header(reply), out)
 
     @staticmethod
     def flush_output() -> None:
@@ -225,77 +249,77 @@ class Worker:
         if self.callback_depth >= MAX_CALLBACK_DEPTH:
             raise RecursionError(f"{qualname} called from inside itself more than {MAX_CALLBACK_DEPTH} deep")
         out: list[Any] = []
-        message = {
-            "seq": self.current_seq, "callback": qualname,
-            "args": [self.encode(arg, out, 0) for arg in args],
-            "kwargs": [[str(key), self.encode(value, out, 0)] for key, value in kwargs.items()],
-        }
+        message = Callback(
+            seq=self.current_seq, callback=qualname,
+            args=[self.encode(arg, out, 0) for arg in args],
+            kwargs=[[str(key), self.encode(value, out, 0)] for key, value in kwargs.items()],
+        )
         if sum(map(len, out)) > MAX_MESSAGE_BYTES - MAX_JSON_BYTES:
             raise UnsupportedValue(f"the arguments of {qualname} are larger than {MAX_MESSAGE_BYTES >> 20} MB")
         self.flush_output()
-        send(self.resp_fd, message, out)
+        send(self.resp_fd, header(message), out)
         self.callback_depth += 1
         try:
             while True:
                 received = receive(self.req_fd)
                 if received is None:  # the trusted side is gone
                     os._exit(0)
-                header, blobs = received
-                if header.get("op") != "return":
-                    self.serve_one(header, blobs)  # a request about an object passed by reference
+                message_in, blobs = received
+                if message_in.get("op") != RETURN:
+                    self.serve_one(message_in, blobs)  # a request about an object passed by reference
                     continue
-                if header.get("ok"):
-                    return self.decode(header["value"], blobs)
-                error = header.get("error", {})
-                cls = getattr(builtins, str(error.get("type")), None)
+                returned = read(Return, message_in)
+                if returned.ok:
+                    return self.decode(returned.value, blobs)
+                error = read(Failure, returned.error)
+                cls = getattr(builtins, str(error.type), None)
                 if not (isinstance(cls, type) and issubclass(cls, Exception)):
                     cls = RuntimeError
                 try:
-                    exc = cls(str(error.get("message", "")))
+                    exc = cls(str(error.message))
                 except Exception:
-                    exc = RuntimeError(str(error.get("message", "")))
+                    exc = RuntimeError(str(error.message))
                 raise exc
         finally:
             self.callback_depth -= 1
 
-    def answer(self, header: dict[str, Any], blobs: list[memoryview]) -> tuple[dict[str, Any], list[Any]]:
+    def answer(self, request: Request, blobs: list[memoryview]) -> tuple[Reply, list[Any]]:
         """Run one request; student exceptions of any kind become an error reply."""
-        reply: dict[str, Any] = {"seq": header["seq"], "ok": True}
+        reply = Reply(seq=request.seq, ok=True)
         out: list[Any] = []
         try:
-            op = header["op"]
-            if op == "reset":
+            op = request.op
+            if op == RESET:
                 self.table.clear()
                 self.numbers.clear()
                 self.echoes.clear()
                 self.echo_bytes = 0
                 return reply, out
-            target = self.decode(header["target"], blobs)
-            args = [self.decode(arg, blobs) for arg in header.get("args", [])]
-            kwargs = {key: self.decode(value, blobs) for key, value in header.get("kwargs", [])}
+            target = self.decode(request.target, blobs)
+            args = [self.decode(arg, blobs) for arg in request.args]
+            kwargs = {key: self.decode(value, blobs) for key, value in request.kwargs}
             blobs.clear()  # the request's buffer is freed before the student's code runs
-            if op == "next":
+            if op == NEXT:
                 try:
                     result = next(target)
                 except StopIteration:
-                    reply["stop"] = True
-                    return reply, out
+                    return reply._replace(stop=True), out
             else:
                 result = self.ops[op](target, *args, **kwargs)
             if op == "getattr" and self.is_class_method(target, args[0], result):
-                reply["method"] = True
+                reply = reply._replace(method=True)
             elif op == "getattr" and type(target) is types.ModuleType \
                     and isinstance(result, (types.FunctionType, type)):
-                reply["named"] = True
-            reply["value"] = self.encode(result, out, 0)
+                reply = reply._replace(named=True)
+            reply = reply._replace(value=self.encode(result, out, 0))
             if sum(map(len, out)) > MAX_MESSAGE_BYTES - MAX_JSON_BYTES:
                 raise UnsupportedValue(f"the result is larger than {MAX_MESSAGE_BYTES >> 20} MB")
             return reply, out
         except BaseException as exc:
             try:
-                return {"seq": header["seq"], "ok": False, "error": self.describe(exc)}, []
+                return Reply(seq=request.seq, ok=False, error=header(self.describe(exc))), []
             except BaseException:  # e.g. a student exception class with a broken __module__
-                return {"seq": header["seq"], "ok": False, "internal": "could not describe an exception"}, []
+                return Reply(seq=request.seq, ok=False, internal="could not describe an exception"), []
 
     @staticmethod
     def is_class_method(obj: Any, name: str, value: Any) -> bool:
@@ -313,44 +337,44 @@ class Worker:
     def decode(self, tree: list[Any], blobs: list[memoryview]) -> Any:
         """A value from the trusted side."""
         tag = tree[0]
-        if tag == "N":
+        if tag == Tag.NONE:
             return None
-        if tag in "BIFS":
+        if tag in _SCALARS:
             return tree[1]
-        if tag == "Y":
+        if tag == Tag.BYTES:
             return bytes(blobs[tree[1]])
-        if tag in "LT":
+        if tag == Tag.LIST or tag == Tag.TUPLE:
             items = [self.decode(item, blobs) for item in tree[1]]
-            return items if tag == "L" else tuple(items)
-        if tag == "D":
+            return items if tag == Tag.LIST else tuple(items)
+        if tag == Tag.DICT:
             items = {key: self.decode(value, blobs) for key, value in tree[1]}
             if len(tree) == 3:
                 self.echoes[id(items)] = (items, tuple(items.items()), tree[2])
             return items
-        if tag == "P":
+        if tag == Tag.DTYPE:
             dtype = self.np.dtype(tree[1])
-            return dtype if tree[2] == "dtype" else dtype.type
-        if tag in "AG":
+            return dtype if tree[2] == DTYPE_OBJECT else dtype.type
+        if tag == Tag.ARRAY or tag == Tag.SCALAR:
             array = load_array(self.np, blobs[tree[1]], tree[2:5])
             if len(tree) == 6 and self.echo_bytes + array.nbytes <= ECHO_KEPT_BYTES:
                 self.echoes[id(array)] = (array, array.copy(), tree[5])
                 self.echo_bytes += array.nbytes
-            return array if tag == "A" else array[()]
-        if tag == "C":
+            return array if tag == Tag.ARRAY else array[()]
+        if tag == Tag.WIRE_TYPE:
             value = self.wire_type(tree[1])(**{field: self.decode(item, blobs) for field, item in tree[2]})
             if len(tree) == 4:
                 self.echoes[id(value)] = (value, self.fields(value), tree[3])
             return value
-        if tag == "J":
+        if tag == Tag.INT_LIST:
             return load_array(self.np, blobs[tree[1]], tree[2:5]).tolist()
-        if tag == "W":
+        if tag == Tag.COLUMNS:
             items = self.columns(tree[1], [load_array(self.np, blobs[column[0]], column[1:]) for column in tree[3:]])
-            return items if tree[2] == "L" else tuple(items)
-        if tag == "R":
+            return items if tree[2] == Tag.LIST else tuple(items)
+        if tag == Tag.REFERENCE:
             return self.table[tree[1]]
-        if tag == "M":
+        if tag == Tag.MODULE:
             return importlib.import_module(tree[1])
-        if tag == "Q":
+        if tag == Tag.NAMED:
             module, path = tree[1].split(":")
             obj = importlib.import_module(module)
             for name in path.split("."):
@@ -388,20 +412,20 @@ class Worker:
         np = self.np
         kind = type(value)
         if value is None:
-            return ["N"]
+            return [Tag.NONE]
         # Exact types only: a subclass (an IntEnum, a str with a custom __eq__) keeps its behaviour
         # by staying in the worker as a reference.
         if kind is int and value.bit_length() > MAX_INT_BITS:
             raise UnsupportedValue(f"cannot return an int of more than {MAX_INT_BITS} bits")
         if kind in (bool, int, float, str):
-            return [{bool: "B", int: "I", float: "F", str: "S"}[kind], value]
+            return [_SCALAR_TAGS[kind], value]
         if kind is bytes:
             blobs.append(value)
-            return ["Y", len(blobs) - 1]
+            return [Tag.BYTES, len(blobs) - 1]
         if isinstance(value, (np.ndarray, np.generic)):
             echo = self.echoes.get(id(value))
             if echo is not None and echo[0] is value and self.unchanged(value, echo[1]):
-                return ["E", echo[2]]
+                return [Tag.ECHO, echo[2]]
             array = np.asarray(value)  # an ndarray subclass crosses as a plain ndarray
             if array.dtype.str not in numeric_dtypes(np):  # a structured or object dtype has a "|V"/"|O" name
                 raise UnsupportedValue(
@@ -410,32 +434,32 @@ class Worker:
                 )
             form, blob = array_form(np, array)
             blobs.append(blob)
-            return ["A" if isinstance(value, np.ndarray) else "G", len(blobs) - 1, *form]
+            return [Tag.ARRAY if isinstance(value, np.ndarray) else Tag.SCALAR, len(blobs) - 1, *form]
         dtype = self.numeric_dtype(value)
         if dtype is not None:
-            return ["P", dtype.str, "dtype" if isinstance(value, np.dtype) else "type"]
+            return [Tag.DTYPE, dtype.str, DTYPE_OBJECT if isinstance(value, np.dtype) else DTYPE_TYPE]
         if depth < MAX_DEPTH:
             echo = self.echoes.get(id(value))
             if echo is not None and echo[0] is value and self.still_holds(value, echo[1]):
-                return ["E", echo[2]]
+                return [Tag.ECHO, echo[2]]
             column = int_column(np, value)
             if column is not None:
                 form, blob = array_form(np, column)
                 blobs.append(blob)
-                return ["J", len(blobs) - 1, *form]
+                return [Tag.INT_LIST, len(blobs) - 1, *form]
             if kind in (list, tuple):
-                return ["L" if kind is list else "T", [self.encode(item, blobs, depth + 1) for item in value]]
+                return [Tag.LIST if kind is list else Tag.TUPLE, [self.encode(item, blobs, depth + 1) for item in value]]
             if kind is dict and all(type(key) is str for key in value):
-                return ["D", [[key, self.encode(item, blobs, depth + 1)] for key, item in value.items()]]
+                return [Tag.DICT, [[key, self.encode(item, blobs, depth + 1)] for key, item in value.items()]]
             for name in self.wire_types:
                 module, cls_name = name.split(":")
                 if kind is getattr(sys.modules.get(module), cls_name, None):
                     fields = [f.name for f in dataclasses.fields(value) if f.init]
                     pairs = [[f, self.encode(getattr(value, f), blobs, depth + 1)] for f in fields]
-                    return ["C", name, pairs]
+                    return [Tag.WIRE_TYPE, name, pairs]
         if isinstance(value, type) and issubclass(value, BaseException):
-            return ["X", str(value.__module__), str(value.__qualname__), self.lineage(value)]
-        return ["R", self.number(value), f"{safe_str(kind.__module__)}.{safe_str(kind.__qualname__)}"[:200]]
+            return [Tag.EXCEPTION_CLASS, str(value.__module__), str(value.__qualname__), self.lineage(value)]
+        return [Tag.REFERENCE, self.number(value), f"{safe_str(kind.__module__)}.{safe_str(kind.__qualname__)}"[:200]]
 
     def still_holds(self, value: Any, arrived: tuple[Any, ...]) -> bool:
         """Whether a numbered dict (or wire-type value) holds what it held as it arrived: the same
@@ -488,7 +512,7 @@ class Worker:
         """The MRO as [module, qualname] pairs."""
         return [[str(c.__module__), str(c.__qualname__)] for c in cls.__mro__]
 
-    def describe(self, exc: BaseException) -> dict[str, Any]:
+    def describe(self, exc: BaseException) -> ExceptionReport:
         """Type, MRO, message and traceback text (student and course-library frames only)."""
         cls = type(exc)
         report = traceback.TracebackException(cls, exc, exc.__traceback__, compact=True)
@@ -501,14 +525,14 @@ class Worker:
             where = f"{exc.filename}, line {exc.lineno}"
         else:
             where = ""
-        return {
-            "module": str(cls.__module__),
-            "qualname": str(cls.__qualname__),
-            "mro": self.lineage(cls),
-            "message": safe_str(exc),
-            "traceback": text[-TEXT_LIMIT:],
-            "where": self.relative(where),
-        }
+        return ExceptionReport(
+            module=str(cls.__module__),
+            qualname=str(cls.__qualname__),
+            mro=self.lineage(cls),
+            message=safe_str(exc),
+            traceback=text[-TEXT_LIMIT:],
+            where=self.relative(where),
+        )
 
     def relative(self, text: str) -> str:
         """`text` with the shown folders' paths cut (`prefix_cache.py`, `kvlab/model.py`): the
@@ -545,25 +569,25 @@ def main() -> None:
     message = receive(req_fd)
     if message is None:
         return
-    init = message[0]
-    apply_limits(init["limits"])
+    init = read(Init, message[0])
+    apply_limits(init.limits)
     volunteer_for_oom()
     forbid_new_privileges()
     unfiltered = seccomp.install()
     # The sandbox's folder, which holds this package.
     placed = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     confined = landlock.restrict(
-        [init["seed"], *init["lib_dirs"], *init["site_packages"], placed,
+        [init.seed, *init.lib_dirs, *init.site_packages, placed,
          sys.base_prefix, sys.prefix, os.path.dirname(os.path.realpath(sys.executable)), *sys.path],
-        [init["home"]]) if init["landlock"] else "turned off by the grader"
+        [init.home]) if init.landlock else "turned off by the grader"
     if not isinstance(confined, str):
-        os.environ["TMPDIR"] = init["home"]  # tempfile's /tmp is out of reach: its own folder instead
-    seed_home(init["seed"], init["home"])
+        os.environ["TMPDIR"] = init.home  # tempfile's /tmp is out of reach: its own folder instead
+    seed_home(init.seed, init.home)
     # sys.path: the student's folder, the course library, this interpreter's standard library (all
     # that -I -S leaves) and the grader's site-packages (for numpy), whose .pth files are not run.
-    sys.path[:] = [init["home"], *init["lib_dirs"], *sys.path, *init["site_packages"]]
+    sys.path[:] = [init.home, *init.lib_dirs, *sys.path, *init.site_packages]
     worker = Worker(req_fd, resp_fd, init)
-    worker.install_remote(init["remote"], init["lib_dirs"])
-    send(resp_fd, {"seq": init["seq"], "ok": True, "pid": os.getpid(), "numpy": worker.np.__version__,
-                   "unfiltered": unfiltered, "landlock": confined}, [])
+    worker.install_remote(init.remote, init.lib_dirs)
+    send(resp_fd, header(Started(seq=init.seq, ok=True, pid=os.getpid(), numpy=worker.np.__version__,
+                                 unfiltered=unfiltered, landlock=confined)), [])
     worker.serve()

@@ -7,40 +7,30 @@ this module uses the standard library only, and takes numpy as an argument (the 
 numpy only after its limits are in force).
 
 A message (both directions): HEADER = (JSON length, total blob length), the UTF-8 JSON header, then
-the blobs back to back; `header["blobs"]` lists the blob lengths. A value is a JSON list whose first
-item is a tag:
-    ["N"] None, ["B", b], ["I", i], ["F", x], ["S", s], ["Y", blob] bytes, ["L", [...]] list, ["T",
-    [...]] tuple, ["D", [[key, value], ...]] dict with str keys, ["A", blob, dtype, shape, order]
-    ndarray (see below), ["G", blob, dtype, [], "C"] numpy scalar as its 0-d array, ["P", dtype.str,
-    "dtype" or "type"] a numeric numpy dtype or scalar type (np.dtype("<f4") or np.float32), ["C",
-    "module:Class", [[field, value], ...]] one of the configured wire types, ["R", number, type
-    name] a reference into the worker's object table, ["X", module, qualname, [[module, qualname],
-    ...MRO]] an exception class (worker to trusted only), ["M", module] a module by name, ["Q",
-    "module:attr.path"] a library object or a module's function or class by name, ["J", blob, "<i8",
-    [n], "C"] a long list of ints as one int64 array (both ways), and ["W", "module:Class", "L" or
-    "T", [blob, dtype, shape, order], ...] a list or tuple of one wire type as the columns of its
-    configured codec (trusted to worker only: a scalar column is one array, a ragged one two:
-    lengths, then all values).
+the blobs back to back; `header["blobs"]` lists the blob lengths. The headers are named in
+`messages.py` (Request, Reply, Init, Started, Callback, Return), and so are the values' tags
+(`messages.Tag`): a value is a JSON list whose first item is its tag.
 An array crosses as its raw bytes (`array_form`, `load_array`): the blob holds its elements in C
 order (order "C") or, for an array that is only Fortran-contiguous, in Fortran order ("F"); dtype
 is a `dtype.str` of `numeric_dtypes` (bool, int, uint, float, complex, either byte order), shape a
 list of at most MAX_NDIM ints in [0, 2**63), and the blob's length must be exactly the elements'.
 No pickle, and an array's dtype is looked up in that table, never parsed.
-An array the trusted side sends may carry a number, ["A", blob, dtype, shape, order, number]; so may
-a dict whose values are all numbered arrays, ["D", [[key, value], ...], number], and a configured
-wire type that is a frozen dataclass, ["C", "module:Class", [[field, value], ...], number]. While the
-test lasts, the worker may send that same array, dict or value back, unchanged (a dict with the same
-keys in the same order, holding the same unchanged arrays), as ["E", number] (worker to trusted only).
+An array the trusted side sends may carry a number, [Tag.ARRAY, blob, dtype, shape, order, number];
+so may a dict whose values are all numbered arrays, [Tag.DICT, [[key, value], ...], number], and a
+configured wire type that is a frozen dataclass, [Tag.WIRE_TYPE, "module:Class", [[field, value],
+...], number]. While the test lasts, the worker may send that same array, dict or value back,
+unchanged (a dict with the same keys in the same order, holding the same unchanged arrays), as
+[Tag.ECHO, number] (worker to trusted only).
 
 A request names an operation of the worker's table (getattr, call, callmethod, len, ...); a reply to
 getattr may say "method": true when the attribute is a method of the object's class that nothing
 of the object's own shadows, and the trusted side then sends the next `obj.name(...)` as one
 callmethod request (the worker looks the name up again at the call). A reply to getattr on a
 module may say "named": true when the attribute is a function or a class: the trusted side then
-names it as ["Q", "module:name"] from then on, which the worker looks up at each use.
+names it as [Tag.NAMED, "module:name"] from then on, which the worker looks up at each use.
 
-The first message on the request pipe is the init message: {"op": "init", "seq", "home",
-"lib_dirs", "site_packages", "limits", "wire_types", "codecs", "remote"}.
+The first message on the request pipe is the init message (`messages.Init`); the worker answers it
+with `messages.Started`.
 """
 from __future__ import annotations
 
@@ -84,7 +74,7 @@ TEXT_LIMIT = 64 << 10
 # Calls into the trusted process (remote functions) nested inside each other at most this deep
 # (forward called from a cache's update called by forward ...).
 MAX_CALLBACK_DEPTH = 8
-# Lists of ints at least this long (block ids for a cache) travel as one int64 array ("J"), not as a
+# Lists of ints at least this long (block ids for a cache) travel as one int64 array (Tag.INT_LIST), not as a
 # tree node per item, both ways: 400,000 ids take milliseconds instead of seconds, and module 6's
 # cost guard (300 allocates returning about 110 block ids each) 0.23 s of the grader's CPU, not 0.48.
 INT_LIST_MIN = 64
@@ -183,7 +173,7 @@ def array_form(np: Any, array: Any) -> tuple[list[Any], Any]:
 
 
 def int_column(np: Any, value: Any) -> Any:
-    """A list of at least INT_LIST_MIN plain ints (no bools) as one int64 array, the "J" form;
+    """A list of at least INT_LIST_MIN plain ints (no bools) as one int64 array, the Tag.INT_LIST form;
     None for anything else, ints beyond 64 bits included (they travel one by one)."""
     if type(value) is not list or len(value) < INT_LIST_MIN or set(map(type, value)) != {int}:
         return None
