@@ -225,7 +225,8 @@ def campaign(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFa
     graded once, in parallel."""
     items = selected(request, "campaign")
     cases = params_of(items, "case")
-    honest = {case.honest for case in cases} | set(params_of(items, "variant"))
+    # At least one honest part: the isolation check reads one.
+    honest = {case.honest for case in cases} | set(params_of(items, "variant")) or {"starter"}
     return run_campaign(tmp_path_factory.mktemp("hostile"), cases, unwrapped, honest)
 
 
@@ -374,8 +375,8 @@ def test_no_sandbox_process_outlives_the_suite(campaign: Campaign) -> None:
 @pytest.mark.timeout(CAMPAIGN_TIMEOUT)
 def test_suite_isolation_is_what_the_checks_assume(campaign: Campaign) -> None:
     """As root the worker must be a uid of its own under bubblewrap (what the cases rely on)."""
-    graded = campaign.honest["starter"]
-    assert graded.results is not None
+    graded = next(iter(campaign.honest.values()))
+    assert graded.results is not None, f"{graded.problem}\n{graded.log[-3000:]}"
     isolation = "\n".join(graded.results["extra_data"]["isolation"])
     if IS_ROOT:
         assert re.search(r"unprivileged uid \d+ of its own", isolation), isolation
