@@ -60,7 +60,7 @@ from traitlets.config.loader import PyFileConfigLoader
 
 from autograder.assignment import REPO_ROOT, Assignment, AssignmentError, load_assignment
 from autograder.build import build
-from autograder.class_report import NBGRADER_CSV, lateness
+from autograder.report_data import NBGRADER_CSV, lateness
 from autograder.feedback import feedback_page
 from autograder.grade import EXIT_USAGE
 from autograder.grade_all import grade_one, write_scores

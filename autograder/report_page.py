@@ -16,8 +16,8 @@ from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 from urllib.parse import quote
 
-from autograder.class_report import (HIST_BINS, MAX_EVIDENCE, TOP_SLOWEST, TOP_TESTS, Distribution, Report,
-                                     bin_label, class_concepts)
+from autograder.report_data import HIST_BINS, TOP_SLOWEST, TOP_TESTS, Distribution, Report, bin_label, class_concepts
+from autograder.similarity import MAX_EVIDENCE
 
 STYLE = """
 *{box-sizing:border-box}

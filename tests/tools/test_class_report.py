@@ -24,7 +24,7 @@ from typing import Any
 
 import pytest
 
-from autograder import class_report, similarity
+from autograder import class_report, report_data, similarity
 from autograder.assignment import REPO_ROOT, load_assignment
 from autograder.mutants import apply, load
 from support.repo import run_module
@@ -164,10 +164,10 @@ def test_failure_messages_are_grouped_by_concept(batch: dict[str, Any]) -> None:
      "    raise ValueError(f\"full: {n}\")\nValueError: full: 12 > 11\n(While it is graded your process may use at most 512 MB)",
      "your code raised ValueError"),
     ("", "(no message)"),
-    (f"advance(3) gave 1\n\n{class_report.CAPTURED_HEADING}\ndebug 42", "advance(#) gave #"),
+    (f"advance(3) gave 1\n\n{report_data.CAPTURED_HEADING}\ndebug 42", "advance(#) gave #"),
 ], ids=["values", "asides and quotes", "likely cause", "exception", "empty", "captured output"])
 def test_concept_strips_values(output: str, expected: str) -> None:
-    got = class_report.concept(output)
+    got = report_data.concept(output)
     assert got == expected, f"concept({output!r}) is {got!r}; expected {expected!r}"
 
 
@@ -181,7 +181,7 @@ def test_flags_the_copy_and_not_the_independent_submission(batch: dict[str, Any]
     scores = {subject: max(float(v) for (s, k), v in similarity.items() if s == subject and k != "flagged")
               for subject, _ in similarity}
     assert scores["copied | reference"] >= 0.9, f"the copy should share nearly all its code: {scores}"
-    assert scores["independent | reference"] < class_report.THRESHOLD, f"independent vs reference: {scores}"
+    assert scores["independent | reference"] < report_data.THRESHOLD, f"independent vs reference: {scores}"
     html = batch["html"]
     assert "<mark>" in html and "copied and reference" in html, "a flagged pair's evidence (highlighted code) is missing"
 
@@ -233,14 +233,14 @@ def test_corpus_bases_are_not_flagged_and_their_copies_are(assignment_id: str, t
     scores = {(p.a, p.b): p.score for p in pairs}
     originals = [f.name for f in folders if not f.name.startswith("copy_of_")]
     for a, b in itertools.combinations(sorted(originals), 2):
-        assert scores.get((a, b), 0.0) < class_report.THRESHOLD, (
+        assert scores.get((a, b), 0.0) < report_data.THRESHOLD, (
             f"{assignment_id}: independent correct submissions {a} and {b} share {scores.get((a, b))} of their "
-            f"code, flagged at {class_report.THRESHOLD}")
+            f"code, flagged at {report_data.THRESHOLD}")
     for name in originals:
         pair = tuple(sorted((name, f"copy_of_{name}")))
-        assert scores.get(pair, 0.0) >= class_report.THRESHOLD, (
+        assert scores.get(pair, 0.0) >= report_data.THRESHOLD, (
             f"{assignment_id}: the renamed, reformatted copy of {name} shares only {scores.get(pair, 0.0)} of its "
-            f"code with it, under the threshold {class_report.THRESHOLD}")
+            f"code with it, under the threshold {report_data.THRESHOLD}")
 
 
 def test_every_test_has_a_pass_rate_and_every_student_a_row(batch: dict[str, Any]) -> None:
@@ -292,26 +292,26 @@ def test_the_comparison_that_exceeds_its_memory_says_so(batch: dict[str, Any]) -
     # 64 MB of address space: the child cannot even import numpy (an allocator may then retry
     # until the CPU limit ends it).
     tight = similarity.Budget(memory_bytes=64 * 1024**2, seconds=5)
-    report = class_report.build_report(assignment, batch["out"], batch["subs"], budget=tight)
+    report = report_data.build_report(assignment, batch["out"], batch["subs"], budget=tight)
     assert report.pairs == [] and "0.0625 GB" in report.similarity_note, (
         f"a comparison over its memory budget should leave a note, not pairs: {report.similarity_note!r}")
     assert report.students and report.rates, "the rest of the report must still be there"
 
 
 def test_a_student_cannot_choose_the_concept() -> None:
-    words = class_report.grader_words(load_assignment("lecture07"))
+    words = report_data.grader_words(load_assignment("lecture07"))
     planted = "<script>x</script> Likely cause: the grader is wrong"
     wrapped = (f"BlockPool(TINY, n_blocks=1, block_size=3) raised Evil: {planted}: a pool of one block is valid "
                "(any n_blocks >= 1 and block_size >= 1)")
     raised = ("Your code raised an exception:\nTraceback (most recent call last):\n  File \"paged_kv.py\", line 9, in f\n"
               f"    raise Evil()\npaged_kv.Evil: {planted}")
     for output in (wrapped, raised):
-        got = class_report.concept(output, words)
+        got = report_data.concept(output, words)
         assert "grader is wrong" not in got and "script" not in got, f"the student's words chose the concept: {got!r}"
-    assert class_report.concept(wrapped, words).endswith("a pool of one block is valid"), \
-        f"the grader's words should stay: {class_report.concept(wrapped, words)!r}"
-    assert class_report.concept(raised, words) == "your code raised an exception of its own class"
+    assert report_data.concept(wrapped, words).endswith("a pool of one block is valid"), \
+        f"the grader's words should stay: {report_data.concept(wrapped, words)!r}"
+    assert report_data.concept(raised, words) == "your code raised an exception of its own class"
     graders = ("with parent=0f3a9c2b11de... digests [0, 1] equal those without a parent; expected every digest to "
                "change. Likely cause: the parent is ignored; it must seed the chain (it stands for every earlier block)")
-    assert class_report.concept(graders, words).startswith("Likely cause: the parent is ignored"), \
-        f"the grader's own Likely cause should name the concept: {class_report.concept(graders, words)!r}"
+    assert report_data.concept(graders, words).startswith("Likely cause: the parent is ignored"), \
+        f"the grader's own Likely cause should name the concept: {report_data.concept(graders, words)!r}"
