@@ -21,6 +21,10 @@ import pytest
 
 from kvlab.kvstore import MemoryStore
 from kvlab.testing.store_loan import lend
+from conformance_checks import PUBLIC_SETTINGS
+from connector_conformance_checks import connector_machine
+from kvlab.testing.conformance import run_given, run_machine
+from keys_property_checks import keys_given
 
 FINGERPRINT = "public-model/s0/float64/L3x2xTx2x4"
 COUNTS = {
@@ -79,7 +83,7 @@ def stored(connector: Any, tokens: Any, kv: np.ndarray) -> Any:
                     pytrace=False)
 
 
-@pytest.mark.task("kv_connector", points=1)
+@pytest.mark.task("kv_connector", points=0.75)
 def test_chunk_keys(student: Any) -> None:
     chunk_keys = student.kv_connector.chunk_keys
     tokens = tokens_of(14, 1)
@@ -228,7 +232,7 @@ def test_round_trip_and_misses(student: Any) -> None:
             "damaged: check the marker, version, dtype code, every length and the shape against the bytes")
 
 
-@pytest.mark.task("kv_connector", points=1)
+@pytest.mark.task("kv_connector", points=0.5)
 def test_lookup_is_the_longest_run_from_the_start(student: Any) -> None:
     store, client = new_store(student)
     connector = student.kv_connector.KVConnector(client, FINGERPRINT, 4)
@@ -342,7 +346,7 @@ def test_store_and_load_across_connectors(student: Any) -> None:
     )
 
 
-@pytest.mark.task("kv_connector", points=1)
+@pytest.mark.task("kv_connector", points=0.5)
 def test_load_and_lookup_talk_to_the_store_as_stated(student: Any) -> None:
     store, client = new_store(student)
     writer = student.kv_connector.KVConnector(client, FINGERPRINT, 4)
@@ -418,3 +422,17 @@ def test_edge_cases(student: Any, what: str, call: Any, want: Any) -> None:
                     f"{'ValueError' if want is ValueError else repr(want)} (see its docstring)", pytrace=False)
     assert want is not ValueError, f"{what} should raise ValueError (see its docstring); it returned {result!r:.100}"
     assert result == want, f"{what} returned {result!r:.100}; expected {want!r} (see its docstring)"
+
+
+# Random lookup / load / store calls, and chunks evicted, damaged or replaced between them
+# (connector_conformance_checks.py): answers, counters, the store's keys and the commands sent after each.
+@pytest.mark.task("kv_connector", points=0.5)
+def test_generated_calls_keep_the_rules(student: Any) -> None:
+    run_machine(connector_machine(student), PUBLIC_SETTINGS)
+
+
+# chunk_keys on generated tokens, chunk sizes and fingerprints (keys_property_checks.py): count, form, the
+# chain (whole key or digest, any fixed width), values only, the fingerprint, and the stated ValueErrors.
+@pytest.mark.task("kv_connector", points=0.25)
+def test_chunk_keys_properties(student: Any) -> None:
+    run_given(keys_given(student, examples=8))
