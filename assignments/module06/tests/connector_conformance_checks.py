@@ -140,7 +140,7 @@ def connector_machine(student: Any) -> type[RuleBasedStateMachine]:
     module = student.kv_connector
 
     class ConnectorMachine(RuleBasedStateMachine):
-        @initialize(chunk=st.sampled_from([1, 2, 3, 4, 4, None]), bad=st.sampled_from([None, None, *BAD_INIT]))
+        @initialize(chunk=st.sampled_from([None, 1, 2, 3, 4, 4]), bad=st.sampled_from([None, None, *BAD_INIT]))
         def start(self, chunk: int | None, bad: tuple[Any, Any] | None) -> None:
             self.store = RecordingStore()
             client = student.call("kvlab.testing.store_loan:StoreClient", lend(self.store))
@@ -202,7 +202,12 @@ def connector_machine(student: Any) -> type[RuleBasedStateMachine]:
             commands = self.store.commands_since(start)
             for name, args, _ in commands:
                 touched = args if name != "set" else args[:1]
-                self.log.check(name in allowed and all(key in keys for key in touched), call,
+                stray = [key.decode(errors="replace") for key in touched if key not in keys]
+                self.log.check(name not in allowed or not stray, call,
+                               f"it sent {name.upper()} of a key that is not one of chunk_keys(tokens, {self.chunk}, "
+                               f"{FINGERPRINT!r}) for its chunks of chunk_size {self.chunk}: {short(stray[:1], 90)}",
+                               CONNECTOR_RULES["connector_keys"])
+                self.log.check(name in allowed, call,
                                f"it sent {name.upper()} {', '.join(short(key.decode(errors='replace'), 50) for key in touched)}"
                                f"; the rule allows {', '.join(sorted(a.upper() for a in allowed)) or 'no command'}"
                                + (f" of the keys of {len(keys)} chunks of this call" if allowed else ""), rule)
@@ -347,7 +352,7 @@ def connector_machine(student: Any) -> type[RuleBasedStateMachine]:
         # --- what another engine or the store does between calls ---
 
         @precondition(lambda self: self.present)
-        @rule(which=st.integers(0, 63), how=st.sampled_from(["evicted", "damaged", "longer", "shorter"]))
+        @rule(which=st.integers(0, 63), how=st.sampled_from(["longer", "evicted", "damaged", "shorter"]))
         def meddle(self, which: int, how: str) -> None:
             prefix = sorted(self.present, key=lambda p: (len(p), p))[which % len(self.present)]
             key = self.key_of(prefix)
@@ -372,3 +377,36 @@ def connector_machine(student: Any) -> type[RuleBasedStateMachine]:
             self.log.add(f"# chunk {index} of a {len(prefix)}-token prefix {how} in the store")
 
     return ConnectorMachine
+
+
+def stated_edges_problem(student: Any) -> str | None:
+    """None if a connector made without chunk_size keys chunks of 256 tokens, its load refuses n=True
+    and a chunk of chunk_size + 1 positions; else the message. The machine finds these too, on some
+    draws: here on every grading."""
+    store = RecordingStore()
+    client = student.call("kvlab.testing.store_loan:StoreClient", lend(store))
+    module = student.kv_connector
+    tokens = BASE[:300]
+    got = outcome_of(lambda: module.KVConnector(client, FINGERPRINT).store(tokens, kv_of(tokens, 300, "float32", 1, 0)))
+    rule = CONNECTOR_RULES["connector_init"]
+    if got.error is not None or got.value != 1 or len(store.held()) != 1:
+        return (f"KVConnector(store, {FINGERPRINT!r}).store(<300 tokens>, <their KV>), chunk_size not given, into an "
+                f"empty store: it {got.describe()} and left {len(store.held())} values in the store; the rule gives 1 "
+                f"and 1 (the default chunk_size is 256: one full chunk).\nThe rule ({rule.where}): \"{rule.sentence}\"")
+    connector = module.KVConnector(client, FINGERPRINT, 4)
+    keys = module.chunk_keys(tokens[:8], 4, FINGERPRINT)
+    connector.store(tokens[:8], kv_of(tokens, 8, "float32", 1, 0))
+    store.set(keys[0], module.serialize_chunk(kv_of(tokens, 5, "float32", 1, 0), FINGERPRINT))
+    got = outcome_of(lambda: connector.load(tokens[:8], True))
+    rule = CONNECTOR_RULES["load_n"]
+    if not raised(got, ValueError):
+        return (f"connector.load(<8 tokens>, True) with chunk_size 4: it {got.describe()}; the rule gives ValueError."
+                f"\nThe rule ({rule.where}): \"{rule.sentence}\"")
+    got = outcome_of(lambda: connector.load(tokens[:8], 4))
+    rule = CONNECTOR_RULES["load_none"]
+    if got.error is not None or got.value is not None:
+        return (f"connector.load(<8 tokens>, 4) with chunk_size 4, chunk 0 replaced in the store by a chunk of 5 "
+                f"positions (serialize_chunk of [L, 2, 5, Hkv, d]): it {got.describe()}; the rule gives None (a chunk "
+                f"that is not [L, 2, chunk_size, Hkv, d], even the first or only one).\nThe rule ({rule.where}): "
+                f"\"{rule.sentence}\"")
+    return None

@@ -22,7 +22,7 @@ import pytest
 from kvlab.kvstore import MemoryStore
 from kvlab.testing.store_loan import lend
 from conformance_checks import PUBLIC_SETTINGS
-from connector_conformance_checks import connector_machine
+from connector_conformance_checks import connector_machine, stated_edges_problem
 from kvlab.testing.conformance import run_given, run_machine
 from keys_property_checks import keys_given
 
@@ -142,7 +142,7 @@ def test_same_keys_in_a_fresh_process(student: Any) -> None:
     )
 
 
-@pytest.mark.task("kv_connector", points=1)
+@pytest.mark.task("kv_connector", points=0.75)
 def test_round_trip_and_misses(student: Any) -> None:
     # A chunk another process wrote (another engine, through the store), before any object of this
     # process is made: the grader may end this process for the fresh one.
@@ -436,3 +436,9 @@ def test_generated_calls_keep_the_rules(student: Any) -> None:
 @pytest.mark.task("kv_connector", points=0.25)
 def test_chunk_keys_properties(student: Any) -> None:
     run_given(keys_given(student, examples=8))
+
+
+@pytest.mark.task("kv_connector", points=0.25)
+def test_stated_connector_edges(student: Any) -> None:
+    problem = stated_edges_problem(student)
+    assert problem is None, problem

@@ -22,7 +22,7 @@ from _kv_connector_checks import (
     written_elsewhere,
 )
 from conformance_checks import HIDDEN_SETTINGS
-from connector_conformance_checks import connector_machine
+from connector_conformance_checks import connector_machine, stated_edges_problem
 from kvlab.testing.conformance import run_given, run_machine
 from keys_property_checks import keys_given
 
@@ -435,7 +435,7 @@ def test_edge_cases(student: Any, what: str, call: Any, want: Any) -> None:
 # Random lookup / load / store calls, and chunks evicted, damaged or replaced between them
 # (connector_conformance_checks.py), against what the store must hold: every answer, the counters,
 # the store's keys and the commands sent after each call.
-@pytest.mark.task("kv_connector", points=1.5)
+@pytest.mark.task("kv_connector", points=1.25)
 def test_generated_calls_match_the_reference(student: Any) -> None:
     run_machine(connector_machine(student), HIDDEN_SETTINGS)
 
@@ -445,3 +445,9 @@ def test_generated_calls_match_the_reference(student: Any) -> None:
 @pytest.mark.task("kv_connector", points=1)
 def test_chunk_keys_properties(student: Any) -> None:
     run_given(keys_given(student, examples=20))
+
+
+@pytest.mark.task("kv_connector", points=0.25)
+def test_stated_connector_edges(student: Any) -> None:
+    problem = stated_edges_problem(student)
+    assert problem is None, problem
