@@ -22,6 +22,9 @@ Freedoms the contract leaves, compared up to them:
   first chunk that fails), so what is compared is which commands and keys, never round trips;
 - a numpy integer n: a Python int is what the contract names; taking it as its value or refusing it
   (ValueError, no command) are both accepted.
+
+One module (over 400 lines): the rule table, the recording store, the machine and the fixed check of
+the three rules it finds on some draws only share the store, the prompts and the KV they build.
 """
 from __future__ import annotations
 
@@ -34,7 +37,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, precondition, rule
 
 from kvlab.kvstore import MemoryStore
-from kvlab.testing.conformance import Outcome, Rule, Transcript, outcome_of, raised, short
+from kvlab.testing.conformance import Rule, Transcript, outcome_of, raised, short
 from kvlab.testing.store_loan import lend
 
 CONNECTOR = "kv_connector.py:KVConnector"
@@ -57,8 +60,9 @@ CONNECTOR_RULES: dict[str, Rule] = {
     "lookup_exists": Rule(f"{CONNECTOR}.lookup", "Reads no values: only `exists`, one key per EXISTS (a single EXISTS "
                                                  "of many keys says how many exist, not which),"),
     "misses": Rule(f"{CONNECTOR}.lookup", "Adds the full chunks outside the run to `misses`."),
-    "load_n": Rule(f"{CONNECTOR}.load", "n: an int (not a bool: True is refused), 1 <= n <= len(tokens) // chunk_size * chunk_size (ValueError "
-                                        "otherwise, raised before the store is read: no command reaches it);"),
+    "load_n": Rule(f"{CONNECTOR}.load", "n: an int (not a bool: True is refused), 1 <= n <= len(tokens) // "
+                                        "chunk_size * chunk_size (ValueError otherwise, raised before the store is "
+                                        "read: no command reaches it);"),
     "load": Rule(f"{CONNECTOR}.load", "Loads the ceil(n / chunk_size) chunks that cover tokens 0 .. n-1, concatenates "
                                       "them along axis 2 in the dtype they were stored in, and returns the first n "
                                       "positions."),
@@ -208,7 +212,8 @@ def connector_machine(student: Any) -> type[RuleBasedStateMachine]:
                                f"{FINGERPRINT!r}) for its chunks of chunk_size {self.chunk}: {short(stray[:1], 90)}",
                                CONNECTOR_RULES["connector_keys"])
                 self.log.check(name in allowed, call,
-                               f"it sent {name.upper()} {', '.join(short(key.decode(errors='replace'), 50) for key in touched)}"
+                               f"it sent {name.upper()} "
+                               f"{', '.join(short(key.decode(errors='replace'), 50) for key in touched)}"
                                f"; the rule allows {', '.join(sorted(a.upper() for a in allowed)) or 'no command'}"
                                + (f" of the keys of {len(keys)} chunks of this call" if allowed else ""), rule)
             return commands

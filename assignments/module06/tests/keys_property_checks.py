@@ -80,7 +80,8 @@ def keys_problem(chunk_keys: Callable[..., Any], tokens: list[int], chunk: int, 
     call = f"chunk_keys({short(tokens, 80)}, {chunk}, {fingerprint!r})"
     got = outcome_of(lambda: chunk_keys(tokens, chunk, fingerprint))
     if got.error is not None or not isinstance(got.value, list):
-        return fail(call, f"it {got.describe()}; the rule gives a list of {len(tokens) // chunk} keys", KEY_RULES["keys_form"])
+        return fail(call, f"it {got.describe()}; the rule gives a list of {len(tokens) // chunk} keys",
+                    KEY_RULES["keys_form"])
     keys = got.value
     if len(keys) != len(tokens) // chunk:
         return fail(call, f"it returned {len(keys)} keys for {len(tokens)} tokens in chunks of {chunk}",

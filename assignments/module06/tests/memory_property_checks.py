@@ -3,14 +3,15 @@
 `memory_given` is a Hypothesis test (run with kvlab.testing.conformance.run_given) that draws a
 config of each kind (MHA without num_key_value_heads, GQA, MQA with its own head_dim, MLA, fields
 set to None), then now and then puts one field, or one argument, at an edge value the module
-docstring names: absent, None, 0, negative, True, False, a float, a str. `expected` is the docstring's
-formula and rules, computed here: ValueError for every count that is not a positive int (a bool is
-not one), the MLA branch exactly when kv_lora_rank is present and not None, the defaults of
-num_key_value_heads and head_dim, a derived head_dim of 0 refused; the one freedom stated (a config
-with num_key_value_heads and head_dim whose num_attention_heads is missing or bad: the count or a
-ValueError) is compared up to it, and so is a field present with a bad value that the rule
-does not read (hidden_size beside a head_dim, heads in an MLA config): the count or a ValueError. kv_values_per_token_per_layer, kv_bytes_per_token, kv_cache_gib
-and max_batch are each compared with it, value and type (a plain int; a float for GiB).
+docstring names: absent, None, 0, negative, True, False, a float, a str. `expected` is the
+docstring's formula and rules, computed here: ValueError for every count that is not a positive int
+(a bool is not one), the MLA branch exactly when kv_lora_rank is present and not None, the defaults
+of num_key_value_heads and head_dim, a derived head_dim of 0 refused; the one freedom stated (a
+config with num_key_value_heads and head_dim whose num_attention_heads is missing or bad: the count
+or a ValueError) is compared up to it, and so is a field present with a bad value that the rule does
+not read (hidden_size beside a head_dim, heads in an MLA config): the count or a ValueError.
+kv_values_per_token_per_layer, kv_bytes_per_token, kv_cache_gib and max_batch are each compared with
+it, value and type (a plain int; a float for GiB).
 """
 from __future__ import annotations
 

@@ -33,7 +33,8 @@ QUEUE_RULES: dict[str, Rule] = {
                                         "queue is empty."),
     "queue_remove": Rule(f"{QUEUE}.remove", "Take `block` out of the queue wherever it is, in O(1). ValueError if it is not "
                                       "in the queue."),
-    "queue_append": Rule(f"{QUEUE}.append", "Put `block` at the tail (evicted last). ValueError if it is already in the queue."),
+    "queue_append": Rule(f"{QUEUE}.append", "Put `block` at the tail (evicted last). ValueError if it is already in "
+                                            "the queue."),
 }
 
 # Block ids that are not positions: a queue keyed by position instead of by block shows.
