@@ -37,7 +37,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, precondition, rule
 
 from kvlab.kvstore import MemoryStore
-from kvlab.testing.conformance import Rule, Transcript, outcome_of, raised, short
+from kvlab.testing.conformance import Rule, Transcript, machine_settings, outcome_of, raised, short
 from kvlab.testing.store_loan import lend
 
 CONNECTOR = "kv_connector.py:KVConnector"
@@ -82,6 +82,9 @@ CONNECTOR_RULES: dict[str, Rule] = {
     "store_counters": Rule(f"{CONNECTOR}.store", "Adds to `chunks_stored` and `bytes_stored`."),
 }
 
+# Sized to the grading's time (each step is a round trip or two, and the connector's commands each
+# another); the rules found on some draws only are checked on every grading by stated_edges_problem.
+CONNECTOR_PUBLIC, CONNECTOR_HIDDEN = machine_settings(max_examples=6, steps=10), machine_settings(max_examples=10, steps=12)
 # A chunk the store holds that load must refuse (damaged, or of another length): lookup still counts it.
 REFUSED = "refused"
 # Constructor arguments the contract refuses: (chunk_size, fingerprint) as passed, for ValueError.

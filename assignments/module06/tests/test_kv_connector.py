@@ -21,8 +21,7 @@ import pytest
 
 from kvlab.kvstore import MemoryStore
 from kvlab.testing.store_loan import lend
-from conformance_checks import PUBLIC_SETTINGS
-from connector_conformance_checks import connector_machine, stated_edges_problem
+from connector_conformance_checks import CONNECTOR_PUBLIC, connector_machine, stated_edges_problem
 from kvlab.testing.conformance import run_given, run_machine
 from keys_property_checks import keys_given
 
@@ -428,7 +427,7 @@ def test_edge_cases(student: Any, what: str, call: Any, want: Any) -> None:
 # (connector_conformance_checks.py): answers, counters, the store's keys and the commands sent after each.
 @pytest.mark.task("kv_connector", points=0.5)
 def test_generated_calls_keep_the_rules(student: Any) -> None:
-    run_machine(connector_machine(student), PUBLIC_SETTINGS)
+    run_machine(connector_machine(student), CONNECTOR_PUBLIC)
 
 
 # chunk_keys on generated tokens, chunk sizes and fingerprints (keys_property_checks.py): count, form, the

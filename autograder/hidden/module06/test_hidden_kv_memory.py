@@ -285,4 +285,4 @@ def test_edge_cases(student: Any, call: str, args: tuple, want: Any, why: str, r
 # freedom, compared up to it, so they are the reference here.
 @pytest.mark.task("kv_memory", points=0.5)
 def test_generated_configs_keep_the_rules(student: Any) -> None:
-    run_given(memory_given(student, examples=60))
+    run_given(memory_given(student, examples=40))
