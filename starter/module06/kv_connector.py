@@ -48,7 +48,7 @@ def chunk_keys(tokens: Any, chunk_size: int, fingerprint: str) -> list[str]:
     """One store key per FULL chunk of `tokens`: key i names `fingerprint` and tokens 0 .. (i+1)*chunk_size-1.
 
     tokens: a 1-D sequence of integers (list, tuple, or ndarray of any integer dtype); chunk_size: an
-    int >= 1 (a bool is not an int here: True is refused); fingerprint: a non-empty str (see kvlab.kvstore.model_fingerprint). A trailing partial
+    int >= 1; fingerprint: a non-empty str (see kvlab.kvstore.model_fingerprint). A trailing partial
     chunk gets no key, so len(result) == len(tokens) // chunk_size.
 
     Key i is `fingerprint + ":" + digest_i`, digest_i a lowercase hex SHA-256 digest (64 characters)

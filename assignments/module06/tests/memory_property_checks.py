@@ -150,6 +150,20 @@ def memory_problem(module: Any, name: str, config: dict[str, Any], args: tuple[A
     return None
 
 
+# Configs every run checks first: a field present with 0 or False is read (only absent or None is a default).
+STATED = (({"num_hidden_layers": 2, "num_attention_heads": 4, "head_dim": 8, "num_key_value_heads": 0}, 2),
+          ({"num_hidden_layers": 2, "num_attention_heads": 4, "head_dim": 8, "num_key_value_heads": False}, 2),
+          ({"num_hidden_layers": 2, "num_attention_heads": 4, "hidden_size": 32, "head_dim": 0}, 2),
+          ({"num_hidden_layers": 2, "kv_lora_rank": 0, "qk_rope_head_dim": 64}, 2),
+          ({"num_hidden_layers": 2, "num_attention_heads": 4, "hidden_size": 32, "kv_lora_rank": None}, 2))
+
+
+def stated_problem(student: Any) -> str | None:
+    """None if kv_bytes_per_token keeps the rules on the STATED configs; else the first message."""
+    return next(filter(None, (memory_problem(student.kv_memory, "kv_bytes_per_token", config, (dtype_bytes,))
+                              for config, dtype_bytes in STATED)), None)
+
+
 def memory_given(student: Any, examples: int) -> Callable[[], None]:
     """A Hypothesis test of the kv_memory functions on `examples` draws (see the module docstring)."""
     module = student.kv_memory

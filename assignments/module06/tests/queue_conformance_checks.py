@@ -28,7 +28,7 @@ QUEUE_RULES: dict[str, Rule] = {
                               "empty sequence gives an empty queue: `block_ids()` is [] and `num_free_blocks` 0)."),
     "queue_twice": Rule(QUEUE, "A block given twice is a ValueError, as `append` of a block already in the queue is."),
     "queue_count": Rule(QUEUE, "`num_free_blocks` (an int attribute) is always the number of blocks in the queue."),
-    "queue_unchanged": Rule(QUEUE, "A call that raises ValueError leaves the queue as it was."),
+    "queue_unchanged": Rule(QUEUE, "a call refused with a ValueError leaves the queue as it was."),
     "queue_popleft": Rule(f"{QUEUE}.popleft", "Remove and return the head (the block to evict first). ValueError when the "
                                         "queue is empty."),
     "queue_remove": Rule(f"{QUEUE}.remove", "Take `block` out of the queue wherever it is, in O(1). ValueError if it is not "

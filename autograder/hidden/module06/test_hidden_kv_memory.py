@@ -12,7 +12,7 @@ from _memory_checks import bytes_problem, describe, expected_bytes, likely_cause
 from kvlab.hf_configs import CONFIGS, LAB_BATCHES, LAB_SEQ_LENS
 from kvlab.testing.draws import drawn
 from kvlab.testing.conformance import run_given
-from memory_property_checks import memory_given
+from memory_property_checks import memory_given, stated_problem
 
 
 def generated_configs(seed: int, n: int) -> list[dict[str, Any]]:
@@ -285,4 +285,6 @@ def test_edge_cases(student: Any, call: str, args: tuple, want: Any, why: str, r
 # freedom, compared up to it, so they are the reference here.
 @pytest.mark.task("kv_memory", points=0.5)
 def test_generated_configs_keep_the_rules(student: Any) -> None:
+    problem = stated_problem(student)
+    assert problem is None, problem
     run_given(memory_given(student, examples=40))
