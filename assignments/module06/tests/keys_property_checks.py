@@ -125,6 +125,14 @@ def errors_problem(chunk_keys: Callable[..., Any], tokens: list[int], bad_chunk:
     return None
 
 
+def every_error_problem(student: Any) -> str | None:
+    """errors_problem for every bad chunk_size and fingerprint at once, on one token list: every run
+    checks them all, whatever its draws."""
+    chunk_keys = student.kv_connector.chunk_keys
+    return next(filter(None, (errors_problem(chunk_keys, [3, 1, 4, 1, 5], chunk, fingerprint) for chunk, fingerprint
+                              in zip(BAD_CHUNK_SIZES, BAD_FINGERPRINTS * 3))), None)
+
+
 def keys_given(student: Any, examples: int) -> Callable[[], None]:
     """A Hypothesis test of chunk_keys' properties on `examples` draws (see the module docstring)."""
     chunk_keys = student.kv_connector.chunk_keys

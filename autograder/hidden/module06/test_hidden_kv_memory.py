@@ -287,4 +287,4 @@ def test_edge_cases(student: Any, call: str, args: tuple, want: Any, why: str, r
 def test_generated_configs_keep_the_rules(student: Any) -> None:
     problem = stated_problem(student)
     assert problem is None, problem
-    run_given(memory_given(student, examples=40))
+    run_given(memory_given(student, examples=25))
