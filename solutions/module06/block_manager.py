@@ -55,7 +55,8 @@ class FreeBlockQueue:
 
     `FreeBlockQueue(blocks)` holds `blocks` in the given order, the first at the head (an empty
     sequence gives an empty queue: `block_ids()` is [] and `num_free_blocks` 0). A block given twice
-    is a ValueError, as `append` of a block already in the queue is.
+    is a ValueError, as `append` of a block already in the queue is; a call refused with a ValueError
+    leaves the queue as it was.
     `num_free_blocks` (an int attribute) is always the number of blocks in the queue.
     `popleft()`, `remove(block)` and `append(block)` each cost O(1), whatever the queue's length.
     """

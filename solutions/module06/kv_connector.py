@@ -61,7 +61,7 @@ def chunk_keys(tokens: Any, chunk_size: int, fingerprint: str) -> list[str]:
     the integer values (not on the sequence type or integer dtype) and are the same in every process,
     whatever PYTHONHASHSEED (no Python `hash()`).
     ValueError for tokens that are not 1-D integers, a chunk_size < 1 or a fingerprint that is not a
-    non-empty str.
+    non-empty str, and for a chunk_size that is not an int (True, 2.0, "4").
     """
     # BEGIN SOLUTION
     values = np.asarray(tokens)
@@ -165,7 +165,7 @@ class KVConnector:
 
     KVConnector(store, fingerprint, chunk_size=256): `store` as described at the top of this file;
     `fingerprint` a non-empty str naming the model (kvlab.kvstore.model_fingerprint); chunk_size an
-    int >= 1 (ValueError otherwise). Chunk i of a prompt is stored under chunk_keys(tokens,
+    int >= 1, not a bool (ValueError otherwise). Chunk i of a prompt is stored under chunk_keys(tokens,
     chunk_size, fingerprint)[i] as serialize_chunk(its KV, fingerprint). Keep the store in an attribute
     of any name but `store`: an instance attribute `store` would hide the method `store`.
 
@@ -225,7 +225,7 @@ class KVConnector:
     def load(self, tokens: Any, n: int) -> np.ndarray | None:
         """The KV of tokens 0 .. n-1, [L, 2, n, Hkv, d], read from the store, or None.
 
-        n: an int, 1 <= n <= len(tokens) // chunk_size * chunk_size (ValueError otherwise, raised
+        n: an int (not a bool: True is refused), 1 <= n <= len(tokens) // chunk_size * chunk_size (ValueError otherwise, raised
         before the store is read: no command reaches it); normally
         what `lookup` returned, or one less when that is the whole prompt (an engine always computes
         the prompt's last token, for its logits). Loads the ceil(n / chunk_size) chunks that cover
@@ -272,7 +272,8 @@ class KVConnector:
 
         kv: an ndarray [L, 2, T, Hkv, d] (any L >= 1) holding the KV of tokens 0 .. T-1,
         T >= len(tokens) // chunk_size * chunk_size (extra positions, e.g. a trailing partial chunk, are
-        ignored); float16, float32 or float64. ValueError for another number of dimensions, an axis 1 other than 2, or a T too short.
+        ignored); float16, float32 or float64. ValueError for another number of dimensions, an axis 1 other than 2,
+        or a T too short, raised before any value is sent: nothing is stored and no counter changes.
         Chunk i is kv[:, :, i*chunk_size:(i+1)*chunk_size], stored with `set` under its key as
         serialize_chunk's bytes: another engine, in another process, loads them through the store (the
         tests read a stored value with deserialize_chunk in a fresh process), so nothing kept in this

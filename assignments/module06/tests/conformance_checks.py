@@ -33,7 +33,10 @@ import numpy as np
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, precondition, rule
 
+from connector_conformance_checks import CONNECTOR_RULES
+from keys_property_checks import KEY_RULES
 from kvlab.testing.conformance import Rule, Transcript, machine_settings, outcome_of, raised
+from queue_conformance_checks import QUEUE_RULES
 
 MANAGER = "block_manager.py:BlockManager"
 
@@ -75,6 +78,9 @@ RULES: dict[str, Rule] = {
     "free_errors": Rule(f"{MANAGER}.free", "KeyError for an unknown request_id."),
     "reference": Rule(MANAGER, "The prefix cache maps a block hash to the one block that holds it; a block is in it "
                                "exactly when its `block_hash` is not None."),
+    # FreeBlockQueue's, KVConnector's and chunk_keys' (queue_ and connector_conformance_checks.py,
+    # keys_property_checks.py), named after their contract: no name repeats one above.
+    **QUEUE_RULES, **CONNECTOR_RULES, **KEY_RULES,
 }
 
 # Sized to the grading's time: each step is two round trips to the student's process when graded.
@@ -89,12 +95,17 @@ BAD_TOKENS = ([], [1, -1, 2], [1.5, 2.0], [[1, 2], [3, 4]])
 BAD_CHOICE = st.sampled_from((None, None, None, None, None, None, None, None, *range(len(BAD_TOKENS))))
 
 
+# A prompt longer than any pool of the runs: no room (None), unless its call is refused first.
+LONG = list(range(20, 40))
+
+
 def tokens_strategy() -> st.SearchStrategy[list[int]]:
-    """A prefix (or none) and a tail of small and large token ids."""
-    return st.builds(lambda prefix, tail: (list(PREFIXES[prefix]) if prefix < len(PREFIXES) else []) + tail,
+    """A prefix (or none) and a tail of small and large token ids; one time in six, LONG."""
+    return st.builds(lambda prefix, tail, long: list(LONG) if long else (
+                     list(PREFIXES[prefix]) if prefix < len(PREFIXES) else []) + tail,
                      st.integers(0, len(PREFIXES)),
-                     st.lists(st.one_of(st.integers(0, 9), st.just(2**40)), min_size=0, max_size=3)
-                     ).filter(bool)
+                     st.lists(st.one_of(st.integers(0, 9), st.just(2**40)), min_size=0, max_size=3),
+                     st.sampled_from([False] * 5 + [True])).filter(bool)
 
 
 def manager_machine(student: Any, with_append: bool, reference: Callable[..., Any] | None = None

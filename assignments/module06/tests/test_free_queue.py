@@ -11,6 +11,9 @@ import pytest
 
 from kvlab.testing.drills import churn_problem
 from queue_checks import ORDER_CAUSE, order_problem, queue_of, value_error_problem
+from conformance_checks import PUBLIC_SETTINGS
+from kvlab.testing.conformance import run_machine
+from queue_conformance_checks import queue_machine
 
 
 @pytest.mark.task("free_queue", points=1)
@@ -68,3 +71,9 @@ def test_remove_costs_o1(student: Any) -> None:
     # CPU time, as the grader measures it: another job on the machine does not stretch it.
     problem, _ = churn_problem(student, QUEUE_BLOCKS, QUEUE_OPS, 0, SLOW_CAUSE)
     assert problem is None, problem
+
+
+# Random popleft / remove / append calls (queue_conformance_checks.py), block_ids() and num_free_blocks after each.
+@pytest.mark.task("free_queue", points=0.5)
+def test_generated_calls_keep_the_rules(student: Any) -> None:
+    run_machine(queue_machine(student), PUBLIC_SETTINGS)

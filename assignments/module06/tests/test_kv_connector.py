@@ -24,6 +24,9 @@ from connector_checks import (
     stored_elsewhere_problem,
 )
 from connector_checks import tokens_of as drawn_tokens
+from connector_conformance_checks import CONNECTOR_PUBLIC, connector_machine, stated_edges_problem
+from kvlab.testing.conformance import run_given, run_machine
+from keys_property_checks import every_error_problem, keys_given
 
 FINGERPRINT = "public-model/s0/float64/L3x2xTx2x4"
 tokens_of = functools.partial(drawn_tokens, high=30_000)
@@ -46,7 +49,7 @@ def stored(connector: Any, tokens: Any, kv: np.ndarray) -> Any:
                     pytrace=False)
 
 
-@pytest.mark.task("kv_connector", points=1)
+@pytest.mark.task("kv_connector", points=0.75)
 def test_chunk_keys(student: Any) -> None:
     chunk_keys = student.kv_connector.chunk_keys
     tokens = tokens_of(14, 1)
@@ -97,7 +100,7 @@ def test_same_keys_in_a_fresh_process(student: Any) -> None:
     )
 
 
-@pytest.mark.task("kv_connector", points=1)
+@pytest.mark.task("kv_connector", points=0.75)
 def test_round_trip_and_misses(student: Any) -> None:
     # A chunk another process wrote (another engine, through the store), before any object of this
     # process is made: the grader may end this process for the fresh one.
@@ -168,7 +171,7 @@ def test_round_trip_and_misses(student: Any) -> None:
         assert problem is None, problem
 
 
-@pytest.mark.task("kv_connector", points=1)
+@pytest.mark.task("kv_connector", points=0.5)
 def test_lookup_is_the_longest_run_from_the_start(student: Any) -> None:
     store, client = lent_store(student)
     connector = student.kv_connector.KVConnector(client, FINGERPRINT, 4)
@@ -263,7 +266,7 @@ def test_store_and_load_across_connectors(student: Any) -> None:
     assert problem is None, problem
 
 
-@pytest.mark.task("kv_connector", points=1)
+@pytest.mark.task("kv_connector", points=0.5)
 def test_load_and_lookup_talk_to_the_store_as_stated(student: Any) -> None:
     store, client = lent_store(student)
     writer = student.kv_connector.KVConnector(client, FINGERPRINT, 4)
@@ -327,4 +330,26 @@ EDGES = [
 @pytest.mark.parametrize(("what", "call", "want"), EDGES, ids=[e[0] for e in EDGES])
 def test_edge_cases(student: Any, what: str, call: Any, want: Any) -> None:
     problem = edge_problem(student, what, call, want)
+    assert problem is None, problem
+
+
+# Random lookup / load / store calls, and chunks evicted, damaged or replaced between them
+# (connector_conformance_checks.py): answers, counters, the store's keys and the commands sent after each.
+@pytest.mark.task("kv_connector", points=0.5)
+def test_generated_calls_keep_the_rules(student: Any) -> None:
+    run_machine(connector_machine(student), CONNECTOR_PUBLIC)
+
+
+# chunk_keys on generated tokens, chunk sizes and fingerprints (keys_property_checks.py): count, form, the
+# chain (whole key or digest, any fixed width), values only, the fingerprint, and the stated ValueErrors.
+@pytest.mark.task("kv_connector", points=0.25)
+def test_chunk_keys_properties(student: Any) -> None:
+    problem = every_error_problem(student)
+    assert problem is None, problem
+    run_given(keys_given(student, examples=6))
+
+
+@pytest.mark.task("kv_connector", points=0.25)
+def test_stated_connector_edges(student: Any) -> None:
+    problem = stated_edges_problem(student)
     assert problem is None, problem

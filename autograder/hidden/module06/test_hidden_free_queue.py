@@ -11,6 +11,9 @@ import pytest
 from kvlab.testing.drills import churn_problem
 from queue_checks import order_problem as shared_order_problem
 from queue_checks import queue_of, value_error_problem
+from conformance_checks import HIDDEN_SETTINGS
+from kvlab.testing.conformance import run_machine
+from queue_conformance_checks import queue_machine
 
 # A long queue and a short one churned alike by calls of the student's own remove and append
 # (kvlab.testing.drills, 25 pairs per round trip, each queue in turn); the verdict is how much more
@@ -61,7 +64,7 @@ def test_vllm_queue_walk(student: Any) -> None:
         assert problem is None, problem
 
 
-@pytest.mark.task("free_queue", points=2)
+@pytest.mark.task("free_queue", points=1)
 @pytest.mark.parametrize("seed", [1, 2])
 def test_random_operations(student: Any, seed: int) -> None:
     rng = np.random.default_rng(seed)
@@ -92,7 +95,7 @@ def test_random_operations(student: Any, seed: int) -> None:
         assert problem is None, problem
 
 
-@pytest.mark.task("free_queue", points=2)
+@pytest.mark.task("free_queue", points=1.5)
 def test_errors(student: Any) -> None:
     queue, blocks = queue_of(student, 3)
     queue.remove(blocks[1])
@@ -136,3 +139,10 @@ def test_cost_does_not_grow_with_the_queue(student: Any) -> None:
     # CPU time, the grader's measure: another job on the machine does not stretch it.
     problem, _ = churn_problem(student, GUARD_BLOCKS, GUARD_OPS, 3, SLOW_CAUSE)
     assert problem is None, problem
+
+
+# Random popleft / remove / append calls (queue_conformance_checks.py) against the queue the contract
+# gives (a list of ids: no choice is left), block_ids() and num_free_blocks after each.
+@pytest.mark.task("free_queue", points=2)
+def test_generated_calls_match_the_reference(student: Any) -> None:
+    run_machine(queue_machine(student), HIDDEN_SETTINGS)

@@ -23,6 +23,9 @@ from connector_checks import (
     failed_load_problem, keys_problem, kv_array, lookup_problem, miss_problem, outcome, resend_problem,
     stored_elsewhere_problem, tokens_of,
 )
+from connector_conformance_checks import CONNECTOR_HIDDEN, connector_machine, stated_edges_problem
+from kvlab.testing.conformance import run_given, run_machine
+from keys_property_checks import every_error_problem, keys_given
 
 
 @pytest.mark.task("kv_connector", points=0.125)
@@ -33,7 +36,7 @@ def test_one_key_per_full_chunk(student: Any, chunk_size: int) -> None:
         checked_keys(student, tokens[:n], chunk_size)
 
 
-@pytest.mark.task("kv_connector", points=1)
+@pytest.mark.task("kv_connector", points=0.5)
 def test_keys_are_chained(student: Any) -> None:
     chunk, n_chunks = 5, 4
     tokens = tokens_of(chunk * n_chunks, 21)
@@ -63,7 +66,7 @@ def test_keys_are_chained(student: Any) -> None:
     )
 
 
-@pytest.mark.task("kv_connector", points=1)
+@pytest.mark.task("kv_connector", points=0.5)
 def test_keys_depend_on_values_only(student: Any) -> None:
     tokens = [int(t) for t in np.random.default_rng(23).integers(0, 120, size=26)]
     reference = checked_keys(student, tokens, 8)
@@ -192,7 +195,7 @@ def test_foreign_chunks_are_misses(student: Any) -> None:
         assert problem is None, problem
 
 
-@pytest.mark.task("kv_connector", points=1)
+@pytest.mark.task("kv_connector", points=0.5)
 def test_lookup_finds_the_longest_run_from_the_start(student: Any) -> None:
     chunk = 4
     tokens = tokens_of(6 * chunk + 3, 41)
@@ -328,7 +331,7 @@ def test_load_of_a_chunk_gone_or_damaged_is_a_miss(student: Any) -> None:
     assert problem is None, problem
 
 
-@pytest.mark.task("kv_connector", points=1)
+@pytest.mark.task("kv_connector", points=0.5)
 def test_misses_and_bad_arguments(student: Any) -> None:
     chunk = 4
     tokens = tokens_of(5 * chunk + 1, 61)
@@ -395,4 +398,27 @@ EDGES = [
 @pytest.mark.parametrize(("what", "call", "want"), EDGES, ids=[e[0] for e in EDGES])
 def test_edge_cases(student: Any, what: str, call: Any, want: Any) -> None:
     problem = edge_problem(student, what, call, want)
+    assert problem is None, problem
+
+
+# Random lookup / load / store calls, and chunks evicted, damaged or replaced between them
+# (connector_conformance_checks.py), against what the store must hold: every answer, the counters,
+# the store's keys and the commands sent after each call.
+@pytest.mark.task("kv_connector", points=1.25)
+def test_generated_calls_match_the_reference(student: Any) -> None:
+    run_machine(connector_machine(student), CONNECTOR_HIDDEN)
+
+
+# chunk_keys on generated tokens, chunk sizes and fingerprints (keys_property_checks.py): the contract
+# leaves only the chain's parent text and the integer width free, so these properties are all of it.
+@pytest.mark.task("kv_connector", points=1)
+def test_chunk_keys_properties(student: Any) -> None:
+    problem = every_error_problem(student)
+    assert problem is None, problem
+    run_given(keys_given(student, examples=10))
+
+
+@pytest.mark.task("kv_connector", points=0.25)
+def test_stated_connector_edges(student: Any) -> None:
+    problem = stated_edges_problem(student)
     assert problem is None, problem
