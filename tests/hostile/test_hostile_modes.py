@@ -457,6 +457,8 @@ def test_task_campaign_leaves_nothing(task_campaign: TaskCampaign) -> None:
         f"the gradings left POSIX message queues: {queues}")
 
 
+# Each test that reads the campaign may be the one whose setup grades it (`-k`, a node id).
+@pytest.mark.timeout(CAMPAIGN_TIMEOUT)
 @pytest.mark.parametrize(("assignment", "mode"), REFERENCE_PARAMS)
 def test_reference_scores_full_marks_in_every_mode(task_campaign: TaskCampaign, assignment: str, mode: str) -> None:
     """Each way of grading gives the reference full marks and names its layers. (Without bubblewrap
@@ -479,6 +481,7 @@ def test_reference_scores_full_marks_in_every_mode(task_campaign: TaskCampaign, 
             f"the {mode} mode's results should name {MODE_SAYS[mode]!r}: {isolation}")
 
 
+@pytest.mark.timeout(CAMPAIGN_TIMEOUT)
 @pytest.mark.parametrize("case", TASK_CASE_PARAMS)
 def test_task_attack_gains_nothing(task_campaign: TaskCampaign, case: TaskCase) -> None:
     if mode_refusal(case.mode) is not None:
