@@ -21,13 +21,13 @@ def chained_hashes(tokens: Sequence[int], block_size: int, parent: str | None = 
     """One lowercase hex SHA-256 digest per full block of `tokens` (1-D ints): digest i hashes the
     previous digest's hex text (`parent`, or nothing, before block 0), then block i's tokens as
     little-endian int64."""
-    values = np.asarray(tokens, dtype="<i8")
+    # Written as the handout states it, not as the solution does: the bundle ships no solution line.
     digests: list[str] = []
-    previous = b"" if parent is None else parent.encode()
-    for start in range(0, len(values) - block_size + 1, block_size):
-        digest = hashlib.sha256(previous + values[start:start + block_size].tobytes()).hexdigest()
-        digests.append(digest)
-        previous = digest.encode()
+    previous = b"" if parent is None else parent.encode("ascii")
+    for start in range(0, len(tokens) - block_size + 1, block_size):
+        block = np.asarray(tokens[start:start + block_size], dtype="<i8")
+        previous = hashlib.sha256(previous + block.tobytes()).hexdigest().encode("ascii")
+        digests.append(previous.decode("ascii"))
     return digests
 
 

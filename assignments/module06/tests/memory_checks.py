@@ -30,7 +30,7 @@ class Either:
 
 def rule(config: Mapping[str, Any]) -> str:
     """The docstring's rule for this kind of config, in words."""
-    if config.get("kv_lora_rank") is not None:
+    if config.get("kv_lora_rank", None) is not None:  # MLA (not the solution's text)
         return "MLA (kv_lora_rank present): num_hidden_layers * (kv_lora_rank + qk_rope_head_dim) * dtype_bytes"
     return ("2 * num_hidden_layers * num_key_value_heads (absent or None: num_attention_heads) * head_dim (absent "
             "or None: hidden_size // num_attention_heads) * dtype_bytes")

@@ -12,8 +12,6 @@ import pytest
 
 from kvlab.hf_configs import CONFIGS
 from memory_checks import BOOL, CHECKED_FIRST, Either, bytes_problem, edge_problem
-from kvlab.testing.conformance import run_given
-from memory_property_checks import memory_given, stated_problem
 
 QWEN_7B = CONFIGS["Qwen2.5-7B"]
 GPT2_LIKE = {"num_hidden_layers": 12, "hidden_size": 768, "num_attention_heads": 12}
@@ -161,12 +159,3 @@ def test_edge_cases(student: Any, call: str, args: tuple, want: Any, why: str, r
     problem = edge_problem(student, call, args, want, why, rule, lambda: wrong_cause(student, call, args, rule),
                            reveal=True)
     assert problem is None, problem
-
-
-# Generated configs of every kind, one field or argument at an edge value now and then
-# (memory_property_checks.py), against the module docstring's formula and rules.
-@pytest.mark.task("kv_memory", points=0.5)
-def test_generated_configs_keep_the_rules(student: Any) -> None:
-    problem = stated_problem(student)
-    assert problem is None, problem
-    run_given(memory_given(student, examples=15))

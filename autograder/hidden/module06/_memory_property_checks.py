@@ -124,10 +124,9 @@ def configs(draw: Any) -> dict[str, Any]:
     return config
 
 
-def memory_problem(module: Any, name: str, config: dict[str, Any], args: tuple[Any, ...],
-                   reveal: bool = True) -> str | None:
-    """None if module.name(config, *args) is what the docstring gives; else the message, which names
-    the expected value only with `reveal` (the public tests; a hidden message never gives it)."""
+def memory_problem(module: Any, name: str, config: dict[str, Any], args: tuple[Any, ...]) -> str | None:
+    """None if module.name(config, *args) is what the docstring gives; else the message (which, as every
+    hidden message, never gives the expected value)."""
     call = f"{name}({config!r}{''.join(f', {arg!r}' for arg in args)})"
     got = outcome_of(lambda: getattr(module, name)(config, *args))
     try:
@@ -139,7 +138,7 @@ def memory_problem(module: Any, name: str, config: dict[str, Any], args: tuple[A
                 value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1)
                 for value in config.values())):
             return None  # a present field the rule does not read: checking it is the student's choice
-        gives = f"the docstring gives {want!r}" if reveal else "the docstring gives a value"
+        gives = "the docstring gives ValueError" if want is ValueError else "the docstring gives a count"
         return (f"{call} {got.describe()}; {gives}. The rule ({MODULE}): every count must be a "
                 "positive int, required fields are the ones the rule reads")
     if want is ValueError:
@@ -148,29 +147,20 @@ def memory_problem(module: Any, name: str, config: dict[str, Any], args: tuple[A
         return (f"{call} returned {got.value!r}; the docstring gives ValueError ({why}). The rule ({MODULE}): \"a "
                 "required field that is missing, None, or not a positive int is a ValueError naming the field.\"")
     if got.value != want or type(got.value) is not type(want):
-        gives = f"{want!r} ({type(want).__name__})" if reveal else f"another value (a {type(want).__name__})"
+        gives = f"another value (a {type(want).__name__})"
         return (f"{call} returned {got.value!r} ({type(got.value).__name__}); the docstring's formula gives {gives}. "
                 f"The rule: {MODULE} and {name}'s docstring")
     return None
 
 
-# Configs every run checks first: a field present with 0 or False is read (only absent or None is a default).
-STATED = (({"num_hidden_layers": 2, "num_attention_heads": 4, "head_dim": 8, "num_key_value_heads": 0}, 2),
-          ({"num_hidden_layers": 2, "num_attention_heads": 4, "head_dim": 8, "num_key_value_heads": False}, 2),
-          ({"num_hidden_layers": 2, "num_attention_heads": 4, "hidden_size": 32, "head_dim": 0}, 2),
-          ({"num_hidden_layers": 2, "kv_lora_rank": 0, "qk_rope_head_dim": 64}, 2),
-          ({"num_hidden_layers": 2, "num_attention_heads": 4, "hidden_size": 32, "kv_lora_rank": None}, 2))
-
-
-def stated_problem(student: Any, stated: Sequence[tuple[dict[str, Any], int]] = STATED,
-                   reveal: bool = True) -> str | None:
-    """None if kv_bytes_per_token keeps the rules on the `stated` configs; else the first message.
-    (The hidden test has configs of its own, so that values a public message shows answer none.)"""
-    return next(filter(None, (memory_problem(student.kv_memory, "kv_bytes_per_token", config, (dtype_bytes,), reveal)
+def stated_problem(student: Any, stated: Sequence[tuple[dict[str, Any], int]]) -> str | None:
+    """None if kv_bytes_per_token keeps the rules on the `stated` (config, dtype_bytes) pairs; else the first
+    message."""
+    return next(filter(None, (memory_problem(student.kv_memory, "kv_bytes_per_token", config, (dtype_bytes,))
                               for config, dtype_bytes in stated)), None)
 
 
-def memory_given(student: Any, examples: int, reveal: bool = True) -> Callable[[], None]:
+def memory_given(student: Any, examples: int) -> Callable[[], None]:
     """A Hypothesis test of the kv_memory functions on `examples` draws (see the module docstring)."""
     module = student.kv_memory
     counts = st.sampled_from([1, 2, 7, 4096, 0, -3, True, 2.0])
@@ -183,7 +173,7 @@ def memory_given(student: Any, examples: int, reveal: bool = True) -> Callable[[
         for name, args in (("kv_values_per_token_per_layer", ()), ("kv_bytes_per_token", (dtype_bytes,)),
                            ("kv_cache_gib", (seq_len, batch, dtype_bytes)),
                            ("max_batch", (seq_len, gpu, weights, dtype_bytes))):
-            problem = memory_problem(module, name, config, args, reveal)
+            problem = memory_problem(module, name, config, args)
             assert problem is None, problem
 
     return properties
