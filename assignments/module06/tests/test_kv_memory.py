@@ -100,6 +100,8 @@ EDGES = [
     ("kv_bytes_per_token", ({**GPT2_LIKE, "num_hidden_layers": True},), ValueError, "bool num_hidden_layers", BOOL),
     ("kv_bytes_per_token", ({"num_hidden_layers": 2, "hidden_size": 10, "num_attention_heads": 12},), ValueError,
      "hidden_size 10 < num_attention_heads 12, no head_dim", "a derived head_dim must be at least 1"),
+    ("kv_bytes_per_token", ({"num_hidden_layers": 2, "num_attention_heads": 4, "head_dim": 8, "num_key_value_heads": 0},),
+     ValueError, "num_key_value_heads 0", "a field present is read: only absent or None means the default"),
     ("kv_bytes_per_token", (GPT2_LIKE, -2), ValueError, "dtype_bytes -2", "every count must be a positive int"),
     ("kv_bytes_per_token", (GPT2_LIKE, True), ValueError, "bool dtype_bytes", BOOL),
     ("kv_cache_gib", (GPT2_LIKE, 0, 1), ValueError, "seq_len 0", "every count must be a positive int"),

@@ -254,8 +254,8 @@ HIDDEN_STATED = (({"num_hidden_layers": 3, "num_attention_heads": 4, "num_key_va
                  ({"num_hidden_layers": 3, "num_attention_heads": 2, "hidden_size": 48, "kv_lora_rank": None}, 4))
 
 
-# Generated configs with edge values (_memory_property_checks.py, hidden: its formula is the answer): the docstring's rules leave one
-# freedom, compared up to it, so they are the reference here.
+# Generated configs with edge values (_memory_property_checks.py: hidden, as its formula is the answer): the
+# docstring's rules leave one freedom, compared up to it, so they are the reference here.
 @pytest.mark.task("kv_memory", points=1)
 def test_generated_configs_keep_the_rules(student: Any) -> None:
     problem = stated_problem(student, HIDDEN_STATED)
