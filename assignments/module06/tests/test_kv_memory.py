@@ -64,7 +64,7 @@ def test_bytes_per_token(student: Any, case: str, config: dict, dtype_bytes: int
                 "None counts as absent (num_key_value_heads None means MHA; MLA only when kv_lora_rank is not None)")
 
 
-@pytest.mark.task("kv_memory", points=1)
+@pytest.mark.task("kv_memory", points=0.96)
 def test_cache_gib_of_qwen_7b(student: Any) -> None:
     actual = student.kv_memory.kv_cache_gib(QWEN_7B.as_dict(), 32768, 8)
     assert isinstance(actual, float), f"kv_cache_gib should return a float; got {type(actual).__name__}"
@@ -155,7 +155,9 @@ def wrong_cause(student: Any, call: str, args: tuple, rule: str) -> str:
     return rule
 
 
-@pytest.mark.task("kv_memory", points=1 / len(EDGES))
+# 0.04 a case, a number results.json's six decimals keep exactly (1 / 26 would not add up to 1 there);
+# the 26th case's 0.04 comes from the GiB test above.
+@pytest.mark.task("kv_memory", points=0.04)
 @pytest.mark.parametrize(("call", "args", "want", "why", "rule"), EDGES, ids=[e[3].split(":")[0] for e in EDGES])
 def test_edge_cases(student: Any, call: str, args: tuple, want: Any, why: str, rule: str) -> None:
     problem = edge_problem(student, call, args, want, why, rule, lambda: wrong_cause(student, call, args, rule),
