@@ -164,6 +164,8 @@ class Grading:
     # nodeid -> (task, points, whether it is a hidden test), for every collected test.
     catalog: dict[str, tuple[str, float, bool]] = field(default_factory=dict)
     current_test: str = ""  # the nodeid of the test being run, for the faults it raises
+    until_first_catch: bool = False  # run only the tests that `still_decides` (settings.py)
+    left_out: list[str] = field(default_factory=list)  # the nodeids it did not run
 
     def __post_init__(self) -> None:
         self.student = StudentFiles(self.backend, self.assignment.modules, self.submitted, self.record_fault)
@@ -287,6 +289,27 @@ class Grading:
             output=with_captured_output("\n\n".join(outcome.problems), outcome.captured), hidden=hidden,
             draws=tuple(take_draws()),
         ))
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_protocol(self, item: pytest.Item, nextitem: pytest.Item | None) -> bool | None:
+        """With `until_first_catch`, leave out a test that can no longer change what is read."""
+        if not self.until_first_catch or self.still_decides(item.nodeid):
+            return None
+        self.left_out.append(item.nodeid)
+        # What its own teardown would have done: end the fixtures and modules the next test does not
+        # share (pytest's runner keeps them for the test after the one that ran last).
+        item.session._setupstate.teardown_exact(nextitem)
+        return True
+
+    def still_decides(self, nodeid: str) -> bool:
+        """Whether the test can still change whether some public test fails, or the first hidden
+        failure in results.json's order (tasks in assignment.json's order, then the run's)."""
+        task, _, hidden = self.catalog[nodeid]
+        if not hidden:
+            return not any(not r.hidden and not r.passed for r in self.records)
+        order = {t.name: index for index, t in enumerate(self.assignment.tasks)}
+        failed = [order[r.task] for r in self.records if r.hidden and not r.passed]
+        return not failed or order[task] < min(failed)
 
     # The student-facing message of a failure --------------------------------------------------
 

@@ -22,9 +22,10 @@ the same draws and score in every mode; the seed is printed and kept in results.
 for the staff. `--seed N` replays a grading with the seed its results.json recorded (after the key
 was rotated, say); Gradescope's run_autograder never passes it.
 
-Four environment variables, which Gradescope never sets, lower the limits or the isolation for
-the repository's tests of the grader: settings.py reads them, once a run, into the `Settings` the
-grading uses, and results.json names those that were set (`extra_data.switches`).
+Five environment variables, which Gradescope never sets, lower the limits or the isolation, or
+leave out the tests that cannot change a bug's first catch, for the repository's tests of the
+grader: settings.py reads them, once a run, into the `Settings` the grading uses, and results.json
+names those that were set (`extra_data.switches`).
 
 Whenever the student's process shares the grader's identity (no unprivileged user: a grader that
 is not root), it could write the grader's own files. The runner then cannot prevent that, but it
@@ -162,7 +163,8 @@ def grade(assignment: Assignment, submission: Path, results_path: Path, mode: st
             # A test never runs longer than the whole budget (which tests of the grader lower).
             grading = Grading(assignment=assignment, backend=backend, submitted=submission.resolve(),
                               modules_dir=modules_dir, deadline=deadline, seed=seed,
-                              test_seconds=max(min(TEST_SECONDS, time_budget), 1.0))
+                              test_seconds=max(min(TEST_SECONDS, time_budget), 1.0),
+                              until_first_catch=settings.until_first_catch)
             exit_code = run_pytest(assignment, grading, private)
             isolation = backend.isolation
         finally:
@@ -175,7 +177,7 @@ def grade(assignment: Assignment, submission: Path, results_path: Path, mode: st
         grading.fault(f"the grader's files changed while the student's code ran: {shown}")
     if exit_code not in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED):
         grading.fault(f"pytest ended with {pytest.ExitCode(exit_code).name}")
-    if len(grading.records) != len(grading.catalog):
+    if len(grading.records) + len(grading.left_out) != len(grading.catalog):
         grading.fault(f"{len(grading.records)} of {len(grading.catalog)} collected tests reported a result")
     if grading.faults:
         raise GraderFault("; ".join(grading.faults))

@@ -11,6 +11,11 @@ submissions quickly or as a machine without bubblewrap or Landlock would:
   seccomp, and never as root (without an unprivileged identity grading stops with a grader fault).
 - `KVLAB_NO_LANDLOCK=1` keeps the worker from taking Landlock, as on a kernel without it (the
   results say the isolation is reduced).
+- `KVLAB_UNTIL_FIRST_CATCH=1` runs only the tests that can still change what the tests of the tests
+  read of a corpus bug: whether some public test fails, and the first hidden failure in
+  results.json's order. Once a public test has failed the other public tests are left out, and
+  once a hidden test has failed, every later hidden test not of an earlier task. The tests left out
+  are not in results.json, so the score of such a run is no grade.
 - `--seed N` (an argument of the runner, not the environment) replays a grading's draws.
 
 A value these do not accept is a grader fault that names the variable and the value. results.json
@@ -29,6 +34,7 @@ CALL_TIMEOUT_ENV = "KVLAB_CALL_TIMEOUT"
 TIME_BUDGET_ENV = "KVLAB_TIME_BUDGET"
 NO_BUBBLEWRAP_ENV = "KVLAB_NO_BUBBLEWRAP"
 NO_LANDLOCK_ENV = "KVLAB_NO_LANDLOCK"
+UNTIL_FIRST_CATCH_ENV = "KVLAB_UNTIL_FIRST_CATCH"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -40,6 +46,7 @@ class Settings:
     bubblewrap: bool = True
     landlock: bool = True
     seed: int | None = None  # the draws' seed to replay; None: computed from the files
+    until_first_catch: bool = False  # run only the tests that decide a bug's first catch
 
     @classmethod
     def read(cls, environ: Mapping[str, str] = os.environ, seed: int | None = None) -> Settings:
@@ -47,13 +54,15 @@ class Settings:
         return cls(call_timeout=_seconds(environ, CALL_TIMEOUT_ENV, allow_zero=False),
                    time_budget=_seconds(environ, TIME_BUDGET_ENV, allow_zero=True),
                    bubblewrap=not _flag(environ, NO_BUBBLEWRAP_ENV),
-                   landlock=not _flag(environ, NO_LANDLOCK_ENV), seed=seed)
+                   landlock=not _flag(environ, NO_LANDLOCK_ENV), seed=seed,
+                   until_first_catch=_flag(environ, UNTIL_FIRST_CATCH_ENV))
 
     def switches(self) -> list[str]:
         """The switches that were set ("KVLAB_CALL_TIMEOUT=2", "--seed=7"), for results.json."""
         named = [(CALL_TIMEOUT_ENV, self.call_timeout), (TIME_BUDGET_ENV, self.time_budget),
                  (NO_BUBBLEWRAP_ENV, None if self.bubblewrap else 1),
-                 (NO_LANDLOCK_ENV, None if self.landlock else 1), ("--seed", self.seed)]
+                 (NO_LANDLOCK_ENV, None if self.landlock else 1), ("--seed", self.seed),
+                 (UNTIL_FIRST_CATCH_ENV, 1 if self.until_first_catch else None)]
         return [f"{name}={_number(value)}" for name, value in named if value is not None]
 
     def lowered(self, call_timeout: float, time_budget: float) -> tuple[float, float]:

@@ -296,3 +296,84 @@ def test_runner_never_imports_student_code_in_sandbox_mode(toy_run: tuple[Path, 
     passes = next(t for t in results["tests"] if t["name"].endswith("::test_passes"))
     assert passes["status"] == "passed", f"the student's code should have run: {passes}"
     assert not (root / "imported-by-the-grader").exists(), "the trusted runner imported the student's file"
+
+
+# A run of only the tests that can still decide a bug's first catch (KVLAB_UNTIL_FIRST_CATCH), on
+# tests run in this order: public basics, then hidden secret (the second task), then hidden basics
+# (the first). After the secret failure the hidden basics tests can still come first in
+# results.json's order; after the hidden basics failure no test can.
+UNTIL_PUBLIC = '''
+import pytest
+
+@pytest.mark.task("basics", points=1)
+def test_public_passes(student):
+    assert student.toy.add(1, 2) == 3, "add(1, 2) should be 3"
+
+@pytest.mark.task("basics", points=1)
+def test_public_fails(student):
+    assert student.toy.wrong(1, 2) == 3, "wrong(1, 2) should be 3"
+
+@pytest.mark.task("basics", points=1)
+def test_public_after(student):
+    assert student.toy.add(2, 2) == 4, "add(2, 2) should be 4"
+'''
+UNTIL_HIDDEN = {
+    "test_hidden_a.py": '''
+import pytest
+
+@pytest.mark.task("secret", points=1)
+def test_secret_fails(student):
+    assert student.toy.wrong(2, 2) == 4, "wrong(2, 2) should be 4"
+
+@pytest.mark.task("secret", points=1)
+def test_secret_after(student):
+    assert student.toy.add(2, 3) == 5, "add(2, 3) should be 5"
+''',
+    "test_hidden_b.py": '''
+import pytest
+
+@pytest.mark.task("basics", points=2)
+def test_basics_passes(student):
+    assert student.toy.add(3, 3) == 6, "add(3, 3) should be 6"
+
+@pytest.mark.task("basics", points=2)
+def test_basics_fails(student):
+    assert student.toy.wrong(3, 3) == 6, "wrong(3, 3) should be 6"
+
+@pytest.mark.task("basics", points=2)
+def test_basics_after(student):
+    assert student.toy.wrong(4, 4) == 8, "wrong(4, 4) should be 8"
+''',
+}
+
+
+@pytest.mark.parametrize("mode", ["sandbox", "inprocess"])
+def test_until_first_catch_runs_only_the_tests_that_decide_the_first_catch(tmp_path: Path,
+                                                                          monkeypatch: pytest.MonkeyPatch,
+                                                                          mode: str) -> None:
+    def graded(folder: Path, until: bool) -> tuple[list[str], dict[str, Any]]:
+        submission = toy_assignment(folder, hidden=UNTIL_HIDDEN)
+        (folder / "assignments" / "toy" / "tests" / "test_toy.py").write_text(UNTIL_PUBLIC)
+        monkeypatch.setenv("KVLAB_UNTIL_FIRST_CATCH", "1" if until else "0")
+        done, results = run_toy(folder, submission, "--mode", mode)
+        assert done.returncode == 0, f"the runner exited {done.returncode}:\n{done.stderr[-3000:]}"
+        return [t["name"].split("::", 1)[1] for t in results["tests"]], results
+
+    whole, whole_results = graded(tmp_path / "whole", until=False)
+    ended, ended_results = graded(tmp_path / "ended", until=True)
+    assert len(whole) == 8, f"without the switch every test is reported: {whole}"
+    left_out = {"test_public_after", "test_secret_after", "test_basics_after"}
+    assert ended == [name for name in whole if name not in left_out], (
+        f"only the tests after a public failure, and the hidden ones that cannot come before the first hidden "
+        f"failure, are left out: ran {ended}, of {whole}")
+
+    def first_hidden_failure(results: dict[str, Any]) -> str:
+        return next(t["name"] for t in results["tests"] if t["status"] == "failed" and t["visibility"] != "visible")
+
+    assert first_hidden_failure(ended_results) == first_hidden_failure(whole_results), (
+        f"the first hidden failure moved: {first_hidden_failure(ended_results)}, "
+        f"{first_hidden_failure(whole_results)} in the whole run")
+    assert first_hidden_failure(whole_results).endswith("::test_basics_fails"), "the first task comes first"
+    assert ended_results["extra_data"]["switches"] == ["KVLAB_UNTIL_FIRST_CATCH=1"], (
+        f"the switch is named in results.json: {ended_results['extra_data']['switches']}")
+    assert "switches" not in whole_results["extra_data"], f"no switch was set: {whole_results['extra_data']}"

@@ -6,10 +6,13 @@ imagine). Every base (a correct submission in another style) gets full marks; ev
 points in the hidden suite, fails a public test unless its entry says why none can look, and the
 first hidden test it fails names its concept in its message; every rule sentence of the stubs is
 broken by some corpus bug or catalog mutant (so a test is shown to check it). The gradings are in-process (the
-grader's in-process mode, on the hidden and public tests together); SANDBOXED of them are graded
-through the sandbox as well, where both modes must agree test by test. The everyday tier
-(support.tiers) grades the sandboxed entries and the first bug of each task; `make test-all` every
-entry, and the public tests' share over the whole corpus.
+grader's in-process mode, on the hidden and public tests together), and a bug's ends once what these
+tests read of it is settled (KVLAB_UNTIL_FIRST_CATCH: whether a public test fails, and its first hidden
+failure); SANDBOXED of them are graded whole and through the sandbox as well, where both modes must
+agree test by test. The everyday tier (support.tiers) grades each corpus's first base and the first
+bug of each task, in-process (it compares the modes on the catalogs' first mutants and the
+baselines, tests/suites/test_suites.py); `make test-all` every entry, the sandboxed ones in both
+modes, and the public tests' share over the whole corpus.
 """
 from __future__ import annotations
 
@@ -19,7 +22,6 @@ from concurrent.futures import Future
 import pytest
 
 from autograder import corpus
-from autograder.harness.settings import CALL_TIMEOUT_ENV
 from support import first_catch
 from support.checks import check_modes_agree, fails_a_public_test
 from support.graders import Graders, Job, JobResults
@@ -39,11 +41,6 @@ MIN_BASES = 3
 PUBLIC_SHARE = {"lecture02": 1.0, "lecture07": 1.0, "module06": 0.9}
 # Graded through the sandbox too, per assignment: the first base and the first bugs of bugs.json.
 SANDBOXED_BUGS = 2
-# Seconds of CPU per call for the bugs' gradings (KVLAB_CALL_TIMEOUT, which only lowers the
-# assignment's limit): a bug whose cost runs past any limit (an O(n) eviction, a free queue in a list)
-# then fails after 3 s instead of 10, and every correct call fits, as the hostile suite shows by
-# grading every reference at 2 s per call. The bases are graded at the assignment's own limit.
-BUG_CALL_TIMEOUT = 3.0
 
 BUGS = {a: corpus.bugs(a) for a in ASSIGNMENTS}
 BASES = {a: corpus.bases(a) for a in ASSIGNMENTS}
@@ -64,6 +61,7 @@ def gradings(request: pytest.FixtureRequest,
     """The gradings of every corpus entry of the assignments this session's tests read, queued at
     once (support.graders.Graders)."""
     wanted: dict[str, set[str]] = {}
+    compared = [item for item in selected(request, "gradings") if item.originalname == "test_sandboxed_grading_agrees"]
     for item in selected(request, "gradings"):
         for name in params_of([item], "assignment"):
             labels = wanted.setdefault(name, set())
@@ -78,7 +76,8 @@ def gradings(request: pytest.FixtureRequest,
         base = tmp_path_factory.mktemp(f"corpus-{name}")
         env = stand_in_traces(suite.assignment.traces, base / "traces", real_if_present=False)
         whole = suite.tests_root(base / "root-all")
-        both = sandboxed(name)
+        # In both modes only the entries whose modes a selected test compares (the full tier's).
+        both = {item.callspec.params["label"] for item in compared if item.callspec.params["assignment"] == name}
         for style, folder in BASES[name].items():
             label = label_of_base(style)
             if label not in labels:
@@ -90,8 +89,9 @@ def gradings(request: pytest.FixtureRequest,
             root = suite.tests_root(out / "root", (bug.task,)) if suite.checks.mutants_run_own_tasks else whole
             submission = corpus.apply(name, bug, out / "submission")
             modes = ("sandbox", "inprocess") if bug.name in both else ("inprocess",)
+            # A bug graded in both modes is graded whole: the modes are compared test by test.
             jobs.append(Job(name, bug.name, submission, root, out, suite.checks.run_seconds,
-                            {**env, CALL_TIMEOUT_ENV: str(BUG_CALL_TIMEOUT)}, modes=modes))
+                            {**env, **first_catch.bug_switches(whole=bug.name in both)}, modes=modes))
     graders = Graders(sorted(jobs, key=lambda job: (-job.seconds, job.label)))
     yield graders.futures
     graders.stop()
@@ -119,12 +119,11 @@ def test_corpus_is_complete_and_applies(assignment: str) -> None:
         assert corpus.mutate(bug, text) != text, f"corpus entry {bug.name} changes nothing"
 
 
-# The everyday tier: each corpus's sandboxed base and entries, and the first bug of each task.
+# The everyday tier: each corpus's first base, and the first bug of each task.
 BASE_PARAMS = sample([(a, style) for a in ASSIGNMENTS for style in BASES[a]], group=lambda entry: entry[0],
                      args=lambda entry: entry, ids=lambda entry: f"{entry[0]}-{entry[1]}")
 BUG_PARAMS = sample([(a, bug) for a in ASSIGNMENTS for bug in BUGS[a]], group=lambda entry: (entry[0], entry[1].task),
-                    args=lambda entry: entry, ids=lambda entry: f"{entry[0]}-{entry[1].name}",
-                    also=lambda entry: entry[1].name in sandboxed(entry[0]))
+                    args=lambda entry: entry, ids=lambda entry: f"{entry[0]}-{entry[1].name}")
 
 
 @pytest.mark.parametrize(("assignment", "style"), BASE_PARAMS)
@@ -178,6 +177,7 @@ def test_public_tests_catch_their_share(assignment: str, gradings: dict[tuple[st
         f"they miss: {', '.join(missed)}")
 
 
+@FULL
 @pytest.mark.parametrize(("assignment", "label"), [pytest.param(a, label, id=f"{a}-{label}")
                                                    for a in ASSIGNMENTS for label in sorted(sandboxed(a))])
 def test_sandboxed_grading_agrees(assignment: str, label: str,

@@ -50,7 +50,7 @@ def test_gradings_never_exceed_the_slots(tmp_path: Path, jobs: int, overlap: boo
         f"{'overlap' if overlap else 'run one after the other'}")
 
 
-def test_the_everyday_tier_samples_every_task_and_family() -> None:
+def test_the_everyday_tier_samples_every_task_and_family(monkeypatch: pytest.MonkeyPatch) -> None:
     everyday = set(collected("-m", "not full", "tests/suites/test_suites.py", "tests/suites/test_corpus.py",
                              "tests/hostile"))
     everything = collected("tests/suites/test_suites.py", "tests/suites/test_corpus.py", "tests/hostile")
@@ -60,6 +60,8 @@ def test_the_everyday_tier_samples_every_task_and_family() -> None:
                   if f"tests/suites/test_suites.py::test_mutant_is_caught[{name}-{m.name}]" in everyday}
         assert caught == {m.tasks[0] for m in suite.catalog}, (
             f"the everyday tier grades no mutant of {name}'s tasks {sorted({m.tasks[0] for m in suite.catalog} - caught)}")
+    # The hostile modules by the names pytest imports them under, also when this file runs alone.
+    monkeypatch.syspath_prepend(str(REPO / "tests" / "hostile"))
     from test_hostile import FAMILIES
     from test_hostile_modes import TASK_FAMILIES
 

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from autograder import corpus, mutants
-from autograder.harness.settings import CALL_TIMEOUT_ENV
+from autograder.harness.settings import CALL_TIMEOUT_ENV, UNTIL_FIRST_CATCH_ENV
 from support.graders import Job, JobResults
 from support.repo import REPO
 from support.suite import Suite
@@ -29,7 +29,10 @@ from support.traces import stand_in_traces
 from support.verdicts import Verdict
 
 KINDS = ("corpus", "catalog")
-# The corpus's gradings' per-call limit (tests/suites/test_corpus.py's BUG_CALL_TIMEOUT, kept equal).
+# Seconds of CPU per call for the corpus bugs' gradings (KVLAB_CALL_TIMEOUT, which only lowers the
+# assignment's limit): a bug whose cost runs past any limit (an O(n) eviction, a free queue in a list)
+# then fails after 3 s instead of 10, and every correct call fits, as the hostile suite shows by
+# grading every reference at 2 s per call. The bases are graded at the assignment's own limit.
 BUG_CALL_TIMEOUT = 3.0
 # How a conformance failure quotes its rule (kvlab.testing.conformance.Transcript.fail).
 QUOTED_RULE = re.compile(r'The rule \([^)]*\): "(.+?)"\n')
@@ -70,6 +73,13 @@ def moved(recorded: dict[str, str], now: dict[str, str] | None) -> str | None:
             f"{now['test']} (rule: {now['rule'] or 'none quoted'})")
 
 
+def bug_switches(whole: bool = False) -> dict[str, str]:
+    """The grader's switches (environment variables) for a corpus bug's grading: the per-call limit
+    above and, unless it is to be graded `whole`, an end once what is read of it here and in
+    test_corpus.py is settled (KVLAB_UNTIL_FIRST_CATCH)."""
+    return {CALL_TIMEOUT_ENV: str(BUG_CALL_TIMEOUT), **({} if whole else {UNTIL_FIRST_CATCH_ENV: "1"})}
+
+
 def jobs(suite: Suite, kind: str, base: Path) -> list[Job]:
     """The gradings of every bug of `kind` of the suite's assignment, in-process (as test_corpus.py
     and test_suites.py grade them)."""
@@ -83,7 +93,7 @@ def jobs(suite: Suite, kind: str, base: Path) -> list[Job]:
             root = suite.tests_root(out / "root", (bug.task,)) if suite.checks.mutants_run_own_tasks else whole
             submission = corpus.apply(name, bug, out / "submission")
             found.append(Job(name, f"corpus/{bug.name}", submission, root, out, suite.checks.run_seconds,
-                             {**env, CALL_TIMEOUT_ENV: str(BUG_CALL_TIMEOUT)}, modes=("inprocess",)))
+                             {**env, **bug_switches()}, modes=("inprocess",)))
         return found
     for mutant in suite.catalog:
         out = base / mutant.name

@@ -21,14 +21,14 @@ T = TypeVar("T")
 
 
 def sample(values: Iterable[T], group: Callable[[T], Hashable], *, args: Callable[[T], tuple[Any, ...]] = lambda v: (v,),
-           ids: Callable[[T], str] | None = None, also: Callable[[T], bool] = lambda _: False) -> list[Any]:
+           ids: Callable[[T], str] | None = None) -> list[Any]:
     """`values` as pytest params (`args(value)` each), all marked `full` but the first of each
-    `group` and those `also` keeps: the everyday tier's fixed sample."""
+    `group`: the everyday tier's fixed sample."""
     seen: set[Hashable] = set()
     params = []
     for value in values:
         key = group(value)
-        everyday = key not in seen or also(value)
+        everyday = key not in seen
         seen.add(key)
         params.append(pytest.param(*args(value), marks=() if everyday else (FULL,), id=ids(value) if ids else None))
     return params
