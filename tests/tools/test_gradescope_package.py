@@ -27,6 +27,7 @@ from autograder.harness.results import FAULT_MESSAGE, validate
 from autograder.harness.seeds import KEY_FILE
 from support.repo import ASSIGNMENT_IDS
 from support.traces import stand_in_traces
+from support.tiers import FULL, sample
 
 REPO = Path(__file__).resolve().parents[2]
 SCRIPTS = ("setup.sh", "run_autograder")
@@ -155,6 +156,14 @@ def run_autograder(root: Path, python: str = sys.executable) -> dict[str, Any]:
     return results
 
 
+# The everyday tier runs the package of the one assignment that carries a trace (lecture 7's); the
+# others grade as the test_suites.py baselines grade them, sandboxed, and `make test-all` runs theirs.
+PACKAGE_RUNS = [pytest.param(a, marks=() if a == "lecture07" else (FULL,)) for a in ASSIGNMENT_IDS]
+# A sabotaged grader fails the same way whatever the assignment: the everyday tier breaks the first.
+SABOTAGED = sample(ASSIGNMENT_IDS, group=lambda _: "sabotaged")
+
+
+@pytest.mark.parametrize("assignment", PACKAGE_RUNS, indirect=True)
 @pytest.mark.parametrize(("submission", "full_marks"), [("solutions", True), ("starter", False)])
 def test_run_autograder_grades_reference_and_starter(assignment: Assignment, package: Path, tmp_path: Path,
                                                      submission: str, full_marks: bool) -> None:
@@ -195,6 +204,7 @@ SABOTAGE: dict[str, Callable[[Path], str]] = {
 }
 
 
+@pytest.mark.parametrize("assignment", SABOTAGED, indirect=True)
 @pytest.mark.parametrize("sabotage", SABOTAGE.values(), ids=SABOTAGE.keys())
 def test_a_broken_grader_gives_the_contact_staff_result(assignment: Assignment, package: Path, tmp_path: Path,
                                                         sabotage: Callable[[Path], str]) -> None:
