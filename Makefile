@@ -93,6 +93,7 @@ serve: venv
 	  --served-model-name $(or $(MODEL),Qwen/Qwen2.5-0.5B-Instruct) kvlab-serve --max-model-len 4096 \
 	  --$(if $(filter off,$(CACHING)),no-)enable-prefix-caching$(if $(KV_STORE), --kv-store $(KV_STORE))
 
+# Python 3.10 (Gradescope's image) is enough for every file; both test tiers run this as a test.
 check-py310: venv
 	$(VENV)/bin/vermin --target=3.10- --violations --no-tips --eval-annotations --backport dataclasses kvlab solutions starter assignments autograder tools tests
 
@@ -105,10 +106,10 @@ check-py310: venv
 TEST_JOBS ?= 2
 PYTEST_RUN = TEST_JOBS=$(TEST_JOBS) PYTHONDONTWRITEBYTECODE=1 $(PY) -m pytest -n $(TEST_JOBS) --dist loadfile --durations=15
 .PHONY: test-all
-test: venv bytecode traces check-py310
+test: venv bytecode traces
 	$(PYTEST_RUN) -m "not full"
 
-test-all: venv bytecode traces check-py310
+test-all: venv bytecode traces
 	$(PYTEST_RUN)
 
 clean:

@@ -47,6 +47,9 @@ for _package in ("httpx", "openai", "requests", "redis", "fastapi", "uvicorn"):
 import httpx  # noqa: E402
 
 STARTUP_SECONDS = 60
+# How long a server or store may take to stop before it is killed: alone each stops in under a second,
+# but in every whole test run one of them was still there 20 s after its signal (open-questions.md).
+STOP_SECONDS = 5
 SCRIPT_SECONDS = 120
 BENCH_LINE = re.compile(r"^\[(?P<label>[A-Z ]+)\] TTFT: (?P<ms>\d+) ms$", re.MULTILINE)
 LMCACHE_LINE = re.compile(r"^Request (?P<index>\d+) \('.*'\): TTFT=(?P<ms>\d+)ms$", re.MULTILINE)
@@ -89,7 +92,7 @@ class Process:
         if self.process.poll() is None:
             os.killpg(self.process.pid, sig)
             try:
-                self.process.wait(timeout=20)
+                self.process.wait(timeout=STOP_SECONDS)
             except subprocess.TimeoutExpired:
                 os.killpg(self.process.pid, signal.SIGKILL)
                 self.process.wait(timeout=20)

@@ -9,8 +9,8 @@ broken by some corpus bug or catalog mutant (so a test is shown to check it). Th
 grader's in-process mode, on the hidden and public tests together), and a bug's ends once what these
 tests read of it is settled (KVLAB_UNTIL_FIRST_CATCH: whether a public test fails, and its first hidden
 failure); SANDBOXED of them are graded whole and through the sandbox as well, where both modes must
-agree test by test. The everyday tier (support.tiers) grades each corpus's first base and the first
-bug of each task, in-process (it compares the modes on the catalogs' first mutants and the
+agree test by test. The everyday tier (support.tiers) grades the first corpus's first base and the
+first bug of each task, in-process (it compares the modes on the catalogs' first mutants and the
 baselines, tests/suites/test_suites.py); `make test-all` every entry, the sandboxed ones in both
 modes, and the public tests' share over the whole corpus.
 """
@@ -119,8 +119,8 @@ def test_corpus_is_complete_and_applies(assignment: str) -> None:
         assert corpus.mutate(bug, text) != text, f"corpus entry {bug.name} changes nothing"
 
 
-# The everyday tier: each corpus's first base, and the first bug of each task.
-BASE_PARAMS = sample([(a, style) for a in ASSIGNMENTS for style in BASES[a]], group=lambda entry: entry[0],
+# The everyday tier: the first corpus's first base, and the first bug of each task.
+BASE_PARAMS = sample([(a, style) for a in ASSIGNMENTS for style in BASES[a]], group=lambda entry: "bases",
                      args=lambda entry: entry, ids=lambda entry: f"{entry[0]}-{entry[1]}")
 BUG_PARAMS = sample([(a, bug) for a in ASSIGNMENTS for bug in BUGS[a]], group=lambda entry: (entry[0], entry[1].task),
                     args=lambda entry: entry, ids=lambda entry: f"{entry[0]}-{entry[1].name}")
