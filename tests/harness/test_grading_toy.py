@@ -302,48 +302,24 @@ def test_runner_never_imports_student_code_in_sandbox_mode(toy_run: tuple[Path, 
 # tests run in this order: public basics, then hidden secret (the second task), then hidden basics
 # (the first). After the secret failure the hidden basics tests can still come first in
 # results.json's order; after the hidden basics failure no test can.
-UNTIL_PUBLIC = '''
-import pytest
 
-@pytest.mark.task("basics", points=1)
-def test_public_passes(student):
-    assert student.toy.add(1, 2) == 3, "add(1, 2) should be 3"
+def toy_tests(points: float, *checks: tuple[str, str, str, int]) -> str:
+    """A test file of the toy, one test per (task, test name, call of the toy, the value it must give)."""
+    return "import pytest\n" + "".join(
+        f'\n@pytest.mark.task("{task}", points={points})\ndef {name}(student):\n'
+        f'    assert student.toy.{call} == {value}, "{call} should be {value}"\n'
+        for task, name, call, value in checks)
 
-@pytest.mark.task("basics", points=1)
-def test_public_fails(student):
-    assert student.toy.wrong(1, 2) == 3, "wrong(1, 2) should be 3"
 
-@pytest.mark.task("basics", points=1)
-def test_public_after(student):
-    assert student.toy.add(2, 2) == 4, "add(2, 2) should be 4"
-'''
+UNTIL_PUBLIC = toy_tests(1, ("basics", "test_public_passes", "add(1, 2)", 3),
+                         ("basics", "test_public_fails", "wrong(1, 2)", 3),
+                         ("basics", "test_public_after", "add(2, 2)", 4))
 UNTIL_HIDDEN = {
-    "test_hidden_a.py": '''
-import pytest
-
-@pytest.mark.task("secret", points=1)
-def test_secret_fails(student):
-    assert student.toy.wrong(2, 2) == 4, "wrong(2, 2) should be 4"
-
-@pytest.mark.task("secret", points=1)
-def test_secret_after(student):
-    assert student.toy.add(2, 3) == 5, "add(2, 3) should be 5"
-''',
-    "test_hidden_b.py": '''
-import pytest
-
-@pytest.mark.task("basics", points=2)
-def test_basics_passes(student):
-    assert student.toy.add(3, 3) == 6, "add(3, 3) should be 6"
-
-@pytest.mark.task("basics", points=2)
-def test_basics_fails(student):
-    assert student.toy.wrong(3, 3) == 6, "wrong(3, 3) should be 6"
-
-@pytest.mark.task("basics", points=2)
-def test_basics_after(student):
-    assert student.toy.wrong(4, 4) == 8, "wrong(4, 4) should be 8"
-''',
+    "test_hidden_a.py": toy_tests(1, ("secret", "test_secret_fails", "wrong(2, 2)", 4),
+                                  ("secret", "test_secret_after", "add(2, 3)", 5)),
+    "test_hidden_b.py": toy_tests(2, ("basics", "test_basics_passes", "add(3, 3)", 6),
+                                  ("basics", "test_basics_fails", "wrong(3, 3)", 6),
+                                  ("basics", "test_basics_after", "wrong(4, 4)", 8)),
 }
 
 
