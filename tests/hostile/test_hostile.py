@@ -141,7 +141,7 @@ CASES = [
     Case("every call just under the CPU limit", "no_decode", "cpu_just_under_limit", breaks=True, budget=BURN_BUDGET,
          says=("not run: the earlier tests used up the time",)),
     Case("a call that sleeps forever", "no_decode", "sleep_forever", breaks=True, budget=15.0,
-         says=("of wall-clock time", "not run: the earlier tests used up the time")),
+         says=("of wall-clock time", "not run: the earlier tests used up the time"), waits=True),
     Case("endless loop at import", "no_decode", "spin_at_import", breaks=True,
          says=("kv_decode.py could not be imported", "time limit of 2 s of CPU time")),
     Case("forward asked to do far too much", "no_decode", "huge_forward",

@@ -10,6 +10,7 @@ cases' declarations.
 """
 from __future__ import annotations
 
+import ast
 import concurrent.futures
 import dataclasses
 import json
@@ -48,7 +49,7 @@ from support.traces import stand_in_traces
 # says otherwise) with a payload appended to the mutant's file that tries to win those points back
 # through the worker: the library function a test calls replaced there, state a "fresh" process
 # inherits, work deferred past a cost guard or a cost guard's workload replaced. Only the mutant's
-# tasks are graded (sandboxed, through the grader's entry `autograder.harness.run.run`, in a
+# tasks are graded, or of them the tests the attack aims at (TaskCase.aims) (sandboxed, through the grader's entry `autograder.harness.run.run`, in a
 # subprocess, with the suite's 2 s per call), once with the payload and once without; the attack
 # must score at most the honest part, pass nothing the honest part fails, say why, and show no
 # hidden or solution text. Each case is graded in each of its modes (MODES: how the grader runs);
@@ -78,6 +79,9 @@ class TaskCase:
     # The payload answers inputs a public test shows (as a harvest pastes a public expected value): it may
     # earn that public test, never a hidden one.
     public_inputs: bool = False
+    # The test functions the attack aims at, when not every test of its tasks: the case is graded on
+    # those alone (public and hidden) and compared with the honest part on them (see aimed_root).
+    aims: tuple[str, ...] = ()
 
     @property
     def payload(self) -> str:
@@ -99,13 +103,24 @@ class TaskCase:
 SHARED_OUTSIDE = "the worker's own uid (root's grader claims one) owns what it leaves in /tmp and IPC objects"
 CHECKOUT_READABLE = ("a checkout that every user may read (as most are) is read through the permission bits "
                      "every grader leaves; only Landlock or bubblewrap keeps the worker out of it")
+# The tests a case aims at (TaskCase.aims): lecture 7's that call paged_step, module 6's that read
+# the store's counters, and lecture 7's eviction cost guards. (The tasks' generated-call tests, most of
+# a grading's time, call them too, but prove nothing more of where the worker's reach ends.)
+PAGED_STEP_TESTS = ("test_paged_step_matches_forward", "test_paged_logits_equal_dense",
+                    "test_slots_across_block_boundaries", "test_slots_edges")
+STORE_COUNT_TESTS = ("test_store_and_load_across_connectors", "test_load_and_lookup_talk_to_the_store_as_stated",
+                     "test_a_second_engine_loads_what_the_first_stored", "test_connector_rule")
+GUARD_TESTS = ("test_cost_does_not_grow_with_capacity",)
+# Lecture 7's block_hashes tests that compare with a fresh process, where hashes_through_python_hash, the
+# honest part of most cases about the worker's state, fails (and every call's answer shows).
+FRESH_PROCESS_TESTS = ("test_chained_and_the_same_everywhere", "test_same_digests_in_a_fresh_process")
 TASK_CASES = [
     TaskCase("paged_step replaced in the worker", "slots_count_from_length", "paged_step_replaced",
-             says=("paged_step",), modes=MODES),
+             says=("paged_step",), modes=MODES, aims=PAGED_STEP_TESTS),
     TaskCase("paged_step's cache adapter replaced in the worker", "slots_count_from_length",
-             "paged_cache_replaced", says=("paged_step",), modes=MODES),
+             "paged_cache_replaced", says=("paged_step",), modes=MODES, aims=PAGED_STEP_TESTS),
     TaskCase("kvlab.paged swapped in sys.modules", "slots_count_from_length", "paged_module_swapped",
-             says=("paged_step",), modes=MODES),
+             says=("paged_step",), modes=MODES, aims=PAGED_STEP_TESTS),
     TaskCase("fresh process reads the earlier one's file", "hashes_through_python_hash", "fresh_memory_in_home",
              says=("fresh process",)),
     TaskCase("fresh process reads the earlier one's /tmp", "hashes_through_python_hash", "fresh_memory_in_tmp",
@@ -121,11 +136,12 @@ TASK_CASES = [
     TaskCase("fresh process runs what the earlier one appended to its source", "hashes_through_python_hash",
              "fresh_memory_in_source", says=("fresh process",)),
     TaskCase("eviction deferred to match past the guard", "lru_victim_by_scan", "guard_deferred_to_match",
-             says=("did not finish within",)),
+             says=("did not finish within",), aims=GUARD_TESTS),
     TaskCase("eviction deferred to len past the guard", "lru_victim_by_scan", "guard_deferred_to_len",
-             says=("did not finish within",)),
+             says=("did not finish within",), aims=GUARD_TESTS),
     TaskCase("eviction deferred to the next question past the guard", "lru_victim_by_scan",
-             "guard_deferred_to_questions", says=("did not finish within",)),
+             "guard_deferred_to_questions", says=("did not finish within",),
+             aims=GUARD_TESTS),
     TaskCase("free-queue churn replaced in the worker", "remove_scans_the_queue", "churn_replaced",
              says=("differs from the order the pairs leave",), assignment="module06", tasks=("free_queue",)),
     # Expected values harvested from an earlier grading and answered from a table.
@@ -183,13 +199,13 @@ TASK_CASES += [
     # Store counters counted where the worker cannot reach them (the store is lent to the worker).
     TaskCase("store counters decremented from the worker", "store_resends_stored_chunks",
              "m06_store_counts_decrement", says=("a chunk already in the store is sent again",), assignment=M06,
-             tasks=("kv_connector",), modes=MODES),
+             tasks=("kv_connector",), modes=MODES, aims=STORE_COUNT_TESTS),
     TaskCase("store methods replaced by uncounted ones in the worker", "lookup_reads_values",
              "m06_store_counts_uncounted", says=("lookup reads no values",), assignment=M06, tasks=("kv_connector",),
-             modes=MODES),
+             modes=MODES, aims=STORE_COUNT_TESTS),
     TaskCase("store's answers replaced by a private memory of what was sent", "store_resends_stored_chunks",
              "m06_store_counts_private_cache", says=("evicted since",), assignment=M06, tasks=("kv_connector",),
-             modes=MODES),
+             modes=MODES, aims=STORE_COUNT_TESTS),
     # Costs padded to look linear, and answers that depend on who asks.
     TaskCase("recomputing decode padded to a CPU floor per call", "decode_recomputes_sequence",
              "l02_padded_cost_floor", says=("new tokens on tiny-wide",), assignment="lecture02",
@@ -247,6 +263,9 @@ TASK_CASES += [
     TaskCase("an answer whose keys hold a NUL, escapes and 100,000 characters", "hashes_through_python_hash",
              "name_dict_keys", says=("a key (or field or keyword name) that is not printable text",), modes=MODES),
 ]
+# Every case on hashes_through_python_hash is graded on the fresh-process tests.
+TASK_CASES = [dataclasses.replace(case, aims=case.aims or FRESH_PROCESS_TESTS)
+              if case.honest == "hashes_through_python_hash" else case for case in TASK_CASES]
 # One case per mode of each declaration.
 TASK_CASES = [dataclasses.replace(case, name=case.name + MODE_SUFFIX[mode], mode=mode)
               for case in TASK_CASES for mode in case.modes]
@@ -340,12 +359,56 @@ def harvested(payload: str, outputs: list[str]) -> str:
     return payload.replace(HARVEST_LINE, f"_OUTPUTS = {outputs!r}")
 
 
-def harvest_then_grade(case: TaskCase, honest: concurrent.futures.Future[AutograderRun], target: Path, tests_root: Path,
-                       env: dict[str, str], user: OrdinaryUser | None) -> AutograderRun:
-    """The harvest case's second submission: the honest part's outputs pasted into the payload, graded."""
+def function_of(name: str) -> str:
+    """The test function of a results.json test name: "test_x.py::test_y[3]" -> "test_y"."""
+    return name.rsplit("::", 1)[-1].split("[", 1)[0]
+
+
+def aimed_root(whole: Path, assignment: str, aims: tuple[str, ...], honest: dict[str, Any], destination: Path) -> Path:
+    """A copy of the tests root `whole` whose test files keep only the test functions `aims`, with
+    the points of those tests in assignment.json, as the honest part's grading on `whole` counted
+    them (`honest`: its results.json); the runner refuses a root whose tests and points differ."""
+    shutil.copytree(whole, destination)
+    found = set()
+    for path in sorted(destination.rglob("test_*.py")):
+        text = path.read_text(encoding="utf-8")
+        lines = text.splitlines(keepends=True)
+        for node in ast.parse(text).body:
+            if not isinstance(node, ast.FunctionDef) or not node.name.startswith("test"):
+                continue
+            if node.name in aims:
+                found.add(node.name)
+                continue
+            start = min([node.lineno, *(decorator.lineno for decorator in node.decorator_list)])
+            lines[start - 1:node.end_lineno] = ["\n"] * (node.end_lineno - start + 1)  # line numbers kept
+        path.write_text("".join(lines), encoding="utf-8")
+    assert found == set(aims), f"no test function of {whole} is named {sorted(set(aims) - found)}"
+    points: dict[str, float] = {}
+    for test in honest["tests"]:
+        if function_of(test["name"]) in aims:
+            points[test["tags"][0]] = points.get(test["tags"][0], 0.0) + test["max_score"]
+    data_path = load_assignment(assignment, destination).directory / "assignment.json"
+    data = json.loads(data_path.read_text(encoding="utf-8"))
+    data["tasks"] = [{**task, "points": round(points[task["name"]], 6)} for task in data["tasks"] if task["name"] in points]
+    data_path.write_text(json.dumps(data), encoding="utf-8")
+    return destination
+
+
+def grade_after_honest(case: TaskCase, honest: concurrent.futures.Future[AutograderRun], target: Path,
+                       tests_root: Path, env: dict[str, str], user: OrdinaryUser | None) -> AutograderRun:
+    """A case that needs its honest part's grading first: a harvest pastes the honest outputs into the
+    payload (as a student would paste what an earlier results.json showed); an aimed case is graded on
+    a copy of `tests_root` that keeps only the tests it aims at (aimed_root)."""
     graded = honest.result()
-    outputs = [test["output"] for test in graded.results["tests"]] if graded.results else []
-    target.write_text(harvested(target.read_text(encoding="utf-8"), outputs), encoding="utf-8")
+    if case.harvest:
+        outputs = [test["output"] for test in graded.results["tests"]] if graded.results else []
+        target.write_text(harvested(target.read_text(encoding="utf-8"), outputs), encoding="utf-8")
+    if case.aims:
+        assert graded.results is not None, f"the honest part {case.honest}: {graded.problem}\n{graded.log}"
+        tests_root = aimed_root(tests_root, case.assignment, case.aims, graded.results,
+                                target.parent.parent / f"{target.parent.name}-tests")
+        if user is not None:
+            user.give(tests_root)
     return grade_tasks(case.assignment, target.parent, tests_root, env, user)
 
 
@@ -404,7 +467,7 @@ def task_campaign(request: pytest.FixtureRequest,
                 references[name, mode] = (place(mode, suite.assignment.solution, f"reference-{name}-{mode}"),
                                           place(mode, full, f"tests-{name}-{mode}") if as_user(mode) else full)
         with concurrent.futures.ThreadPoolExecutor(PARALLEL) as pool:
-            # Submitted first, so that a harvest case waiting for its honest part never holds the pool.
+            # Submitted first, so that a case waiting for its honest part (grade_after_honest) never holds the pool.
             honest_jobs = {key: pool.submit(grade_tasks, key[0], folders[key], roots[key], env) for key in roots}
             reference_jobs = {(name, mode): pool.submit(grade_tasks, name, folder, root, mode_env(mode, env, user),
                                                         as_user(mode))
@@ -414,9 +477,9 @@ def task_campaign(request: pytest.FixtureRequest,
                 key, target, case_user = case.key, targets[case.name], as_user(case.mode)
                 root = user_roots[key] if case_user else roots[key]
                 case_env = mode_env(case.mode, env, user)
-                case_jobs[case.name] = (pool.submit(harvest_then_grade, case, honest_jobs[key], target, root,
+                case_jobs[case.name] = (pool.submit(grade_after_honest, case, honest_jobs[key], target, root,
                                                     case_env, case_user)
-                                        if case.harvest else pool.submit(grade_tasks, case.assignment, target.parent,
+                                        if case.harvest or case.aims else pool.submit(grade_tasks, case.assignment, target.parent,
                                                                          root, case_env, case_user))
             honest = {key: job.result() for key, job in honest_jobs.items()}
             # What was submitted, read after grading: a harvest case's file got its outputs meanwhile.
@@ -424,6 +487,12 @@ def task_campaign(request: pytest.FixtureRequest,
                                                       for p in sorted(targets[name].parent.glob("*.py"))))
                        for name, job in case_jobs.items()}
             graded_references = {key: job.result() for key, job in reference_jobs.items()}
+        # Shown with -s (or -rA): what each grading took.
+        print(f"\ntask campaign: {len(hostile)} cases, {len(honest)} honest parts, {len(graded_references)} references")
+        for label, graded in [*((f"honest {'-'.join((key[0], key[1], *key[2]))}", run) for key, run in honest.items()),
+                              *((f"reference {name} {mode}", run) for (name, mode), run in graded_references.items()),
+                              *((name, run) for name, (run, _) in hostile.items())]:
+            print(f"  {label}: {graded.seconds:.1f} s")
         yield TaskCampaign(honest, hostile, graded_references,
                            [base, REPO / "kvlab", REPO / "autograder", SITE_PACKAGES, *([user.folder] if user else [])])
 
@@ -495,6 +564,13 @@ def test_task_attack_gains_nothing(task_campaign: TaskCampaign, case: TaskCase) 
     assert hostile.results is not None, f"no valid results.json: {hostile.problem}\n{hostile.log}"
     honest, results = honest_graded.results, hostile.results
     assert results["extra_data"]["status"] == "graded", f"the attack made the grader fail ({results['output']})"
+    if case.aims:  # compared on the tests it aims at, the only ones its grading ran
+        aimed = {t["name"] for t in results["tests"]}
+        assert aimed and {function_of(name) for name in aimed} == set(case.aims), (
+            f"the case was graded on {sorted(aimed)}, not on every test named {case.aims}")
+        honest = {**honest, "tests": [t for t in honest["tests"] if t["name"] in aimed]}
+        assert {t["name"] for t in honest["tests"]} == aimed, (
+            f"the honest part's grading has no test named {sorted(aimed - {t['name'] for t in honest['tests']})}")
     if hostile.memory_peak is not None:
         assert hostile.memory_peak < GRADER_MEMORY_BYTES - GRADER_HEADROOM_BYTES, (
             f"the grading peaked at {hostile.memory_peak >> 20} MB, too close to {GRADER_MEMORY_BYTES >> 20} MB")
@@ -652,3 +728,26 @@ def test_read_and_write_payloads_work_unconfined(folder: str, tmp_path: Path) ->
     else:
         assert list(on_path.glob("kvlab-hostile-left*")), (
             f"{folder}'s payload planted nothing in a folder on sys.path:\n{done.stdout[-2000:]}")
+
+
+def test_aimed_root_keeps_only_the_aimed_tests_with_their_points(tmp_path: Path) -> None:
+    """An aimed case's tests root defines only the aimed test functions, gives the task the points the
+    honest grading counted for them, and refuses an aim that names no test."""
+    from support.suite import Suite
+
+    whole = Suite(load_assignment(L07, REPO)).tests_root(tmp_path / "whole", ("paged_sequence",))
+    aims = ("test_paged_step_matches_forward", "test_slots_edges")
+    honest = {"tests": [{"name": "test_paged_sequence.py::test_paged_step_matches_forward", "tags": ["paged_sequence"],
+                         "max_score": 1.5},
+                        {"name": "test_hidden_paged_sequence.py::test_slots_edges", "tags": ["paged_sequence"],
+                         "max_score": 0.25},
+                        {"name": "test_hidden_paged_sequence.py::test_sequence_walk", "tags": ["paged_sequence"],
+                         "max_score": 4}]}
+    aimed = load_assignment(L07, aimed_root(whole, L07, aims, honest, tmp_path / "aimed"))
+    defined = {node.name for path in [*aimed.public_tests.glob("test_*.py"), *aimed.hidden_tests.glob("test_*.py")]
+               for node in ast.parse(path.read_text(encoding="utf-8")).body
+               if isinstance(node, ast.FunctionDef) and node.name.startswith("test")}
+    assert defined == set(aims), f"the aimed root defines {sorted(defined)}"
+    assert [(task.name, task.points) for task in aimed.tasks] == [("paged_sequence", 1.75)]
+    with pytest.raises(AssertionError, match="test_no_such_test"):
+        aimed_root(whole, L07, ("test_no_such_test",), honest, tmp_path / "typo")

@@ -17,6 +17,7 @@ limit) under one set of budgets and limits, and every hostile test file imports 
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import hashlib
 import json
 import os
@@ -151,6 +152,9 @@ class Case:
     # False: graded as Gradescope's Docker grades (no bubblewrap; the unprivileged user and file
     # permissions only), with an interpreter that user can run (see gradescope_env).
     bubblewrap: bool = True
+    # The grading spends its budget waiting on the wall clock (a call that sleeps), not on a CPU: it
+    # takes no grading slot, whose count is the cores'.
+    waits: bool = False
 
     @property
     def payload(self) -> str:
@@ -507,15 +511,17 @@ def make_layout(root: Path, package: Path) -> Path:
     return root
 
 
-def grade(layout: Path, files: dict[str, str], env: dict[str, str], budget: float) -> AutograderRun:
-    """Put `files` in the layout's submission/ and run source/run_autograder as Gradescope does."""
+def grade(layout: Path, files: dict[str, str], env: dict[str, str], budget: float,
+          waits: bool = False) -> AutograderRun:
+    """Put `files` in the layout's submission/ and run source/run_autograder as Gradescope does (in a
+    grading slot, unless it `waits`: see Case.waits)."""
     submission = layout / "submission"
     shutil.rmtree(submission, ignore_errors=True)
     submission.mkdir()
     for name, text in files.items():
         (submission / name).write_text(text)
     env = {**env, "AUTOGRADER_ROOT": str(layout), "KVLAB_TIME_BUDGET": str(budget)}
-    with slots.grading_slot():
+    with contextlib.nullcontext() if waits else slots.grading_slot():
         started = time.monotonic()
         command, group = memory_limited([str(layout / "source" / "run_autograder")], layout.name)
         process = subprocess.Popen(command, cwd=layout, env=env,
@@ -570,7 +576,7 @@ def run_chain(chain: list[Case], cases: list[Case], package: Path, base: Path,
                      ).replace("@MARKER@", str(marker))
         files = {"kv_decode.py": submitted, **{k: v.replace("@MARKER@", str(marker)) for k, v in case.files.items()}}
         before = environment(layout)
-        hostile = grade(layout, files, env, case.budget)
+        hostile = grade(layout, files, env, case.budget, case.waits)
         changed = differences(before, environment(layout))
         graded.append((case, marker, submitted, hostile, changed, stray_processes(layout)))
     before = environment(layout)
