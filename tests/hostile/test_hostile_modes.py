@@ -10,7 +10,6 @@ cases' declarations.
 """
 from __future__ import annotations
 
-import ast
 import concurrent.futures
 import dataclasses
 import json
@@ -79,8 +78,8 @@ class TaskCase:
     # The payload answers inputs a public test shows (as a harvest pastes a public expected value): it may
     # earn that public test, never a hidden one.
     public_inputs: bool = False
-    # The test functions the attack aims at, when not every test of its tasks: the case is graded on
-    # those alone (public and hidden) and compared with the honest part on them (see aimed_root).
+    # The test functions the attack aims at, when not every test of its tasks: the case and its honest
+    # part are graded on those alone (public and hidden; Suite.tests_root's `tests`).
     aims: tuple[str, ...] = ()
 
     @property
@@ -93,9 +92,10 @@ class TaskCase:
         return bool(self.harvest) or self.public_inputs
 
     @property
-    def key(self) -> tuple[str, str, tuple[str, ...]]:
-        """The honest grading this case is compared with: (assignment, mutant, tasks graded)."""
-        return self.assignment, self.honest, self.tasks
+    def key(self) -> tuple[str, str, tuple[str, ...], tuple[str, ...]]:
+        """The honest grading this case is compared with, on the same tests: (assignment, mutant, tasks
+        graded, tests aimed at)."""
+        return self.assignment, self.honest, self.tasks, self.aims
 
 
 # A grader that is not root runs every worker as itself: what one leaves outside its folder cannot be
@@ -359,56 +359,12 @@ def harvested(payload: str, outputs: list[str]) -> str:
     return payload.replace(HARVEST_LINE, f"_OUTPUTS = {outputs!r}")
 
 
-def function_of(name: str) -> str:
-    """The test function of a results.json test name: "test_x.py::test_y[3]" -> "test_y"."""
-    return name.rsplit("::", 1)[-1].split("[", 1)[0]
-
-
-def aimed_root(whole: Path, assignment: str, aims: tuple[str, ...], honest: dict[str, Any], destination: Path) -> Path:
-    """A copy of the tests root `whole` whose test files keep only the test functions `aims`, with
-    the points of those tests in assignment.json, as the honest part's grading on `whole` counted
-    them (`honest`: its results.json); the runner refuses a root whose tests and points differ."""
-    shutil.copytree(whole, destination)
-    found = set()
-    for path in sorted(destination.rglob("test_*.py")):
-        text = path.read_text(encoding="utf-8")
-        lines = text.splitlines(keepends=True)
-        for node in ast.parse(text).body:
-            if not isinstance(node, ast.FunctionDef) or not node.name.startswith("test"):
-                continue
-            if node.name in aims:
-                found.add(node.name)
-                continue
-            start = min([node.lineno, *(decorator.lineno for decorator in node.decorator_list)])
-            lines[start - 1:node.end_lineno] = ["\n"] * (node.end_lineno - start + 1)  # line numbers kept
-        path.write_text("".join(lines), encoding="utf-8")
-    assert found == set(aims), f"no test function of {whole} is named {sorted(set(aims) - found)}"
-    points: dict[str, float] = {}
-    for test in honest["tests"]:
-        if function_of(test["name"]) in aims:
-            points[test["tags"][0]] = points.get(test["tags"][0], 0.0) + test["max_score"]
-    data_path = load_assignment(assignment, destination).directory / "assignment.json"
-    data = json.loads(data_path.read_text(encoding="utf-8"))
-    data["tasks"] = [{**task, "points": round(points[task["name"]], 6)} for task in data["tasks"] if task["name"] in points]
-    data_path.write_text(json.dumps(data), encoding="utf-8")
-    return destination
-
-
-def grade_after_honest(case: TaskCase, honest: concurrent.futures.Future[AutograderRun], target: Path,
-                       tests_root: Path, env: dict[str, str], user: OrdinaryUser | None) -> AutograderRun:
-    """A case that needs its honest part's grading first: a harvest pastes the honest outputs into the
-    payload (as a student would paste what an earlier results.json showed); an aimed case is graded on
-    a copy of `tests_root` that keeps only the tests it aims at (aimed_root)."""
+def harvest_then_grade(case: TaskCase, honest: concurrent.futures.Future[AutograderRun], target: Path, tests_root: Path,
+                       env: dict[str, str], user: OrdinaryUser | None) -> AutograderRun:
+    """The harvest case's second submission: the honest part's outputs pasted into the payload, graded."""
     graded = honest.result()
-    if case.harvest:
-        outputs = [test["output"] for test in graded.results["tests"]] if graded.results else []
-        target.write_text(harvested(target.read_text(encoding="utf-8"), outputs), encoding="utf-8")
-    if case.aims:
-        assert graded.results is not None, f"the honest part {case.honest}: {graded.problem}\n{graded.log}"
-        tests_root = aimed_root(tests_root, case.assignment, case.aims, graded.results,
-                                target.parent.parent / f"{target.parent.name}-tests")
-        if user is not None:
-            user.give(tests_root)
+    outputs = [test["output"] for test in graded.results["tests"]] if graded.results else []
+    target.write_text(harvested(target.read_text(encoding="utf-8"), outputs), encoding="utf-8")
     return grade_tasks(case.assignment, target.parent, tests_root, env, user)
 
 
@@ -448,9 +404,10 @@ def task_campaign(request: pytest.FixtureRequest,
         catalogs = {name: {mutant.name: mutant for mutant in suite.catalog} for name, suite in suites.items()}
         roots, folders, labels = {}, {}, {}
         for key in sorted({case.key for case in runnable}):
-            (name, honest, tasks), labels[key] = key, "-".join((key[0], key[1], *key[2]))
+            name, honest, tasks, aims = key
+            labels[key] = "-".join((name, honest, *tasks, *(("aimed",) if aims else ())))
             suite, mutant = suites[name], catalogs[name][honest]
-            roots[key] = suite.tests_root(base / f"tests-{labels[key]}", tasks or mutant.tasks)
+            roots[key] = suite.tests_root(base / f"tests-{labels[key]}", tasks or mutant.tasks, aims)
             folders[key] = mutants.apply(mutant, suite.assignment.solution, base / f"honest-{labels[key]}")
         # The user mode's copies, as root (an ordinary user's suite grades the roots themselves, its own files).
         user_roots = {key: place("user", root, f"tests-{labels[key]}") for key, root in roots.items()
@@ -467,7 +424,7 @@ def task_campaign(request: pytest.FixtureRequest,
                 references[name, mode] = (place(mode, suite.assignment.solution, f"reference-{name}-{mode}"),
                                           place(mode, full, f"tests-{name}-{mode}") if as_user(mode) else full)
         with concurrent.futures.ThreadPoolExecutor(PARALLEL) as pool:
-            # Submitted first, so that a case waiting for its honest part (grade_after_honest) never holds the pool.
+            # Submitted first, so that a harvest case waiting for its honest part never holds the pool.
             honest_jobs = {key: pool.submit(grade_tasks, key[0], folders[key], roots[key], env) for key in roots}
             reference_jobs = {(name, mode): pool.submit(grade_tasks, name, folder, root, mode_env(mode, env, user),
                                                         as_user(mode))
@@ -477,9 +434,9 @@ def task_campaign(request: pytest.FixtureRequest,
                 key, target, case_user = case.key, targets[case.name], as_user(case.mode)
                 root = user_roots[key] if case_user else roots[key]
                 case_env = mode_env(case.mode, env, user)
-                case_jobs[case.name] = (pool.submit(grade_after_honest, case, honest_jobs[key], target, root,
+                case_jobs[case.name] = (pool.submit(harvest_then_grade, case, honest_jobs[key], target, root,
                                                     case_env, case_user)
-                                        if case.harvest or case.aims else pool.submit(grade_tasks, case.assignment, target.parent,
+                                        if case.harvest else pool.submit(grade_tasks, case.assignment, target.parent,
                                                                          root, case_env, case_user))
             honest = {key: job.result() for key, job in honest_jobs.items()}
             # What was submitted, read after grading: a harvest case's file got its outputs meanwhile.
@@ -489,7 +446,7 @@ def task_campaign(request: pytest.FixtureRequest,
             graded_references = {key: job.result() for key, job in reference_jobs.items()}
         # Shown with -s (or -rA): what each grading took.
         print(f"\ntask campaign: {len(hostile)} cases, {len(honest)} honest parts, {len(graded_references)} references")
-        for label, graded in [*((f"honest {'-'.join((key[0], key[1], *key[2]))}", run) for key, run in honest.items()),
+        for label, graded in [*((f"honest {labels[key]}", run) for key, run in honest.items()),
                               *((f"reference {name} {mode}", run) for (name, mode), run in graded_references.items()),
                               *((name, run) for name, (run, _) in hostile.items())]:
             print(f"  {label}: {graded.seconds:.1f} s")
@@ -564,13 +521,6 @@ def test_task_attack_gains_nothing(task_campaign: TaskCampaign, case: TaskCase) 
     assert hostile.results is not None, f"no valid results.json: {hostile.problem}\n{hostile.log}"
     honest, results = honest_graded.results, hostile.results
     assert results["extra_data"]["status"] == "graded", f"the attack made the grader fail ({results['output']})"
-    if case.aims:  # compared on the tests it aims at, the only ones its grading ran
-        aimed = {t["name"] for t in results["tests"]}
-        assert aimed and {function_of(name) for name in aimed} == set(case.aims), (
-            f"the case was graded on {sorted(aimed)}, not on every test named {case.aims}")
-        honest = {**honest, "tests": [t for t in honest["tests"] if t["name"] in aimed]}
-        assert {t["name"] for t in honest["tests"]} == aimed, (
-            f"the honest part's grading has no test named {sorted(aimed - {t['name'] for t in honest['tests']})}")
     if hostile.memory_peak is not None:
         assert hostile.memory_peak < GRADER_MEMORY_BYTES - GRADER_HEADROOM_BYTES, (
             f"the grading peaked at {hostile.memory_peak >> 20} MB, too close to {GRADER_MEMORY_BYTES >> 20} MB")
@@ -728,26 +678,3 @@ def test_read_and_write_payloads_work_unconfined(folder: str, tmp_path: Path) ->
     else:
         assert list(on_path.glob("kvlab-hostile-left*")), (
             f"{folder}'s payload planted nothing in a folder on sys.path:\n{done.stdout[-2000:]}")
-
-
-def test_aimed_root_keeps_only_the_aimed_tests_with_their_points(tmp_path: Path) -> None:
-    """An aimed case's tests root defines only the aimed test functions, gives the task the points the
-    honest grading counted for them, and refuses an aim that names no test."""
-    from support.suite import Suite
-
-    whole = Suite(load_assignment(L07, REPO)).tests_root(tmp_path / "whole", ("paged_sequence",))
-    aims = ("test_paged_step_matches_forward", "test_slots_edges")
-    honest = {"tests": [{"name": "test_paged_sequence.py::test_paged_step_matches_forward", "tags": ["paged_sequence"],
-                         "max_score": 1.5},
-                        {"name": "test_hidden_paged_sequence.py::test_slots_edges", "tags": ["paged_sequence"],
-                         "max_score": 0.25},
-                        {"name": "test_hidden_paged_sequence.py::test_sequence_walk", "tags": ["paged_sequence"],
-                         "max_score": 4}]}
-    aimed = load_assignment(L07, aimed_root(whole, L07, aims, honest, tmp_path / "aimed"))
-    defined = {node.name for path in [*aimed.public_tests.glob("test_*.py"), *aimed.hidden_tests.glob("test_*.py")]
-               for node in ast.parse(path.read_text(encoding="utf-8")).body
-               if isinstance(node, ast.FunctionDef) and node.name.startswith("test")}
-    assert defined == set(aims), f"the aimed root defines {sorted(defined)}"
-    assert [(task.name, task.points) for task in aimed.tasks] == [("paged_sequence", 1.75)]
-    with pytest.raises(AssertionError, match="test_no_such_test"):
-        aimed_root(whole, L07, ("test_no_such_test",), honest, tmp_path / "typo")

@@ -20,6 +20,7 @@ grades every mutant and checks the rates over the whole catalog.
 """
 from __future__ import annotations
 
+import ast
 import dataclasses
 import re
 from collections.abc import Iterator
@@ -29,6 +30,7 @@ from pathlib import Path
 import pytest
 
 from autograder import mutants
+from autograder.assignment import load_assignment
 from autograder.harness.settings import CALL_TIMEOUT_ENV
 from support import first_catch
 from support.checks import (
@@ -167,6 +169,29 @@ def test_each_test_file_grades_one_task(assignment: str) -> None:
     assert not misplaced, f"test files whose task markers are not (only) the task they are named after: {misplaced}"
     missing = [str(p.relative_to(REPO)) for p in suite.task_files(sorted(suite.tasks)) if not p.is_file()]
     assert not missing, f"every task needs a public and a hidden test file; missing: {missing}"
+
+
+def test_tests_root_of_named_tests_splits_the_points(tmp_path: Path) -> None:
+    # A hostile case graded on the tests its attack aims at (Suite.tests_root's `tests`): the root
+    # defines those test functions only, and the task's points of two roots that split its tests
+    # between them add up to assignment.json's.
+    suite, task = SUITES["lecture07"], "paged_sequence"
+    names = sorted({node.name for path in suite.task_files([task])
+                    for node in ast.parse(path.read_text(encoding="utf-8")).body
+                    if isinstance(node, ast.FunctionDef) and node.name.startswith("test")})
+    halves = (names[::2], names[1::2])
+    points = []
+    for i, kept in enumerate(halves):
+        root = load_assignment("lecture07", suite.tests_root(tmp_path / f"half-{i}", (task,), kept))
+        defined = {node.name for path in [*root.public_tests.glob("test_*.py"), *root.hidden_tests.glob("test_*.py")]
+                   for node in ast.parse(path.read_text(encoding="utf-8")).body
+                   if isinstance(node, ast.FunctionDef) and node.name.startswith("test")}
+        assert defined == set(kept), f"a root of {kept} defines {sorted(defined)}"
+        points += [t.points for t in root.tasks]
+    assert len(points) == 2 and abs(sum(points) - suite.tasks[task]) < 1e-6 and min(points) > 0, (
+        f"the two halves of {task}'s tests are worth {points}; assignment.json says {suite.tasks[task]}")
+    with pytest.raises(AssertionError, match="test_no_such_test"):
+        suite.tests_root(tmp_path / "typo", (task,), ("test_no_such_test",))
 
 
 @pytest.mark.parametrize("path", [path for suite in SUITES.values() for path in suite.test_files],

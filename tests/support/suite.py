@@ -6,7 +6,10 @@ from __future__ import annotations
 
 import ast
 import json
+import os
 import shutil
+import subprocess
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from functools import cached_property
@@ -85,11 +88,13 @@ class Suite:
         return [path for task in tasks for path in (self.assignment.public_tests / f"test_{task}.py",
                                                     self.assignment.hidden_tests / f"test_hidden_{task}.py")]
 
-    def tests_root(self, destination: Path, tasks: Sequence[str] = ()) -> Path:
-        """A tests root for autograder.harness.run (`--tests-root`) grading `tasks` (default: all).
+    def tests_root(self, destination: Path, tasks: Sequence[str] = (), tests: Sequence[str] = ()) -> Path:
+        """A tests root for autograder.harness.run (`--tests-root`) grading `tasks` (default: all),
+        of them only the test functions named in `tests` if any are (public and hidden alike).
 
-        It holds assignment.json with only those tasks and with HIDDEN_MARK as the hidden tests'
-        visibility, their test files, and every helper (a file not named test_*.py).
+        It holds assignment.json with only those tasks, each worth the points of its tests kept, and
+        with HIDDEN_MARK as the hidden tests' visibility, their test files, and every helper (a file
+        not named test_*.py).
         """
         chosen = set(tasks or self.tasks)
         source = self.assignment
@@ -103,8 +108,61 @@ class Suite:
             for path in folder.glob("*.py"):
                 if path in selected or not path.name.startswith("test_"):
                     shutil.copyfile(path, copy / path.name)
+        if tests:
+            keep_tests(target, set(tests))
+            points = collected_points(target)
+            data["tasks"] = [{**task, "points": round(points[task["name"]], 6)} for task in data["tasks"]
+                             if task["name"] in points]
         (target.directory / "assignment.json").write_text(json.dumps(data), encoding="utf-8")
         return destination
+
+
+def keep_tests(assignment: Assignment, tests: set[str]) -> None:
+    """Blank out every test function of `assignment`'s test files not named in `tests` (its
+    decorators too; the lines stay, so tracebacks keep their numbers); each of `tests` must exist."""
+    found = set()
+    for path in sorted([*assignment.public_tests.glob("test_*.py"), *assignment.hidden_tests.glob("test_*.py")]):
+        text = path.read_text(encoding="utf-8")
+        lines = text.splitlines(keepends=True)
+        for node in ast.parse(text).body:
+            if isinstance(node, ast.FunctionDef) and node.name.startswith("test"):
+                if node.name in tests:
+                    found.add(node.name)
+                    continue
+                start = min([node.lineno, *(decorator.lineno for decorator in node.decorator_list)])
+                lines[start - 1:node.end_lineno] = ["\n"] * (node.end_lineno - start + 1)
+        path.write_text("".join(lines), encoding="utf-8")
+    assert found == tests, f"no test function of {assignment.id}'s tests is named {sorted(tests - found)}"
+
+
+# Collects the tests of the folders given (as the runner does: its plugin, no other) and prints their
+# points per task.
+COLLECT_POINTS = """
+import json, os, sys
+import pytest
+from kvlab.testing import task_of
+points = {}
+class Points:
+    def pytest_collection_modifyitems(self, items):
+        for item in items:
+            task, value = task_of(item)
+            points[task] = points.get(task, 0.0) + value
+code = pytest.main([*sys.argv[1:], "--collect-only", "-q", "--disable-plugin-autoload", "-p", "no:cacheprovider",
+                    "--noconftest", "-p", "autograder.harness.plugin", "-c", os.devnull, "--rootdir", "."],
+                   plugins=[Points()])
+print(json.dumps(points) if code == 0 else "")
+"""
+
+
+def collected_points(assignment: Assignment) -> dict[str, float]:
+    """Task -> the points of `assignment`'s tests as pytest collects them (in a process of its own:
+    importing test modules here would leave them in this one's sys.modules)."""
+    done = subprocess.run([sys.executable, "-c", COLLECT_POINTS, str(assignment.public_tests),
+                           str(assignment.hidden_tests)], cwd=assignment.root, capture_output=True, text=True,
+                          env={**os.environ, "PYTHONPATH": str(REPO)}, timeout=120)
+    last = done.stdout.strip().splitlines()[-1:] or [""]
+    assert last[0], f"collecting the tests of {assignment.root} failed:\n{done.stdout[-3000:]}{done.stderr[-3000:]}"
+    return json.loads(last[0])
 
 
 def suites() -> dict[str, Suite]:
