@@ -104,13 +104,15 @@ SHARED_OUTSIDE = "the worker's own uid (root's grader claims one) owns what it l
 CHECKOUT_READABLE = ("a checkout that every user may read (as most are) is read through the permission bits "
                      "every grader leaves; only Landlock or bubblewrap keeps the worker out of it")
 # The tests a case aims at (TaskCase.aims): lecture 7's that call paged_step, module 6's that read
-# the store's counters, and lecture 7's eviction cost guards. (The tasks' generated-call tests, most of
+# the store's counters, lecture 7's eviction cost guards and lecture 2's position budget. (The tasks' generated-call tests, most of
 # a grading's time, call them too, but prove nothing more of where the worker's reach ends.)
 PAGED_STEP_TESTS = ("test_paged_step_matches_forward", "test_paged_logits_equal_dense",
                     "test_slots_across_block_boundaries", "test_slots_edges")
 STORE_COUNT_TESTS = ("test_store_and_load_across_connectors", "test_load_and_lookup_talk_to_the_store_as_stated",
                      "test_a_second_engine_loads_what_the_first_stored", "test_connector_rule")
 GUARD_TESTS = ("test_cost_does_not_grow_with_capacity",)
+# Lecture 2's position-budget tests, which time the decode (decode_checks.work_problem).
+BUDGET_TESTS = ("test_forward_sees_each_position_once",)
 # Lecture 7's block_hashes tests that compare with a fresh process, where hashes_through_python_hash, the
 # honest part of most cases about the worker's state, fails (and every call's answer shows).
 FRESH_PROCESS_TESTS = ("test_chained_and_the_same_everywhere", "test_same_digests_in_a_fresh_process")
@@ -209,13 +211,13 @@ TASK_CASES += [
     # Costs padded to look linear, and answers that depend on who asks.
     TaskCase("recomputing decode padded to a CPU floor per call", "decode_recomputes_sequence",
              "l02_padded_cost_floor", says=("new tokens on tiny-wide",), assignment="lecture02",
-             tasks=("greedy_decode",), modes=MODES),
+             tasks=("greedy_decode",), modes=MODES, aims=BUDGET_TESTS),
     TaskCase("recomputing decode padded per token", "decode_recomputes_sequence", "l02_padded_cost_per_token",
              says=("new tokens on tiny-wide",), assignment="lecture02", tasks=("greedy_decode",),
-             modes=MODES),
+             modes=MODES, aims=BUDGET_TESTS),
     TaskCase("recomputing decode padded by call count", "decode_recomputes_sequence", "l02_padded_cost_call_count",
              says=("new tokens on tiny-wide",), assignment="lecture02", tasks=("greedy_decode",),
-             modes=MODES),
+             modes=MODES, aims=BUDGET_TESTS),
     TaskCase("nbytes right only from kvlab.testing.probe's frame", "nbytes_counts_max_seq", "l02_detects_caller_frame",
              says=("instead of the stored tokens",), assignment="lecture02", tasks=("kv_cache",), modes=MODES),
     TaskCase("nbytes right only where argv and stack look like the grader's", "nbytes_counts_max_seq",
