@@ -48,10 +48,10 @@ from support.traces import stand_in_traces
 # says otherwise) with a payload appended to the mutant's file that tries to win those points back
 # through the worker: the library function a test calls replaced there, state a "fresh" process
 # inherits, work deferred past a cost guard or a cost guard's workload replaced. Only the mutant's
-# tasks are graded, or of them the tests the attack aims at (TaskCase.aims) (sandboxed, through the grader's entry `autograder.harness.run.run`, in a
-# subprocess, with the suite's 2 s per call), once with the payload and once without; the attack
-# must score at most the honest part, pass nothing the honest part fails, say why, and show no
-# hidden or solution text. Each case is graded in each of its modes (MODES: how the grader runs);
+# tasks are graded, or of them the tests the attack aims at (TaskCase.aims) (sandboxed, through the
+# grader's entry `autograder.harness.run.run`, in a subprocess, with the suite's 2 s per call), once
+# with the payload and once without; the attack must score at most the honest part, pass nothing
+# the honest part fails, say why, and show no hidden or solution text. Each case is graded in each of its modes (MODES: how the grader runs);
 # the honest parts once, as root with bubblewrap.
 
 L07 = "lecture07"
@@ -104,8 +104,9 @@ SHARED_OUTSIDE = "the worker's own uid (root's grader claims one) owns what it l
 CHECKOUT_READABLE = ("a checkout that every user may read (as most are) is read through the permission bits "
                      "every grader leaves; only Landlock or bubblewrap keeps the worker out of it")
 # The tests a case aims at (TaskCase.aims): lecture 7's that call paged_step, module 6's that read
-# the store's counters, lecture 7's eviction cost guards and lecture 2's position budget. (The tasks' generated-call tests, most of
-# a grading's time, call them too, but prove nothing more of where the worker's reach ends.)
+# the store's counters, lecture 7's eviction cost guards and lecture 2's position budget. (The tasks'
+# generated-call tests, most of a grading's time, call them too, but prove nothing more of where the
+# worker's reach ends.)
 PAGED_STEP_TESTS = ("test_paged_step_matches_forward", "test_paged_logits_equal_dense",
                     "test_slots_across_block_boundaries", "test_slots_edges")
 STORE_COUNT_TESTS = ("test_store_and_load_across_connectors", "test_load_and_lookup_talk_to_the_store_as_stated",
