@@ -145,6 +145,9 @@ class Outcome:
 
 
 OUTCOME = pytest.StashKey[Outcome]()
+# The growth guards' names: each times the same work at two sizes (seconds of CPU), the slowest tests
+# of their tasks (settings.py's KVLAB_SKIP_SETTLED_GUARDS leaves them out once their task has failed).
+GROWTH_GUARD_PREFIX = "test_cost_does_not_grow"
 
 
 @dataclass
@@ -165,6 +168,7 @@ class Grading:
     catalog: dict[str, tuple[str, float, bool]] = field(default_factory=dict)
     current_test: str = ""  # the nodeid of the test being run, for the faults it raises
     until_first_catch: bool = False  # run only the tests that `still_decides` (settings.py)
+    skip_settled_guards: bool = False  # leave out the growth guards that are `settled` (settings.py)
     left_out: list[str] = field(default_factory=list)  # the nodeids it did not run
 
     def __post_init__(self) -> None:
@@ -292,14 +296,24 @@ class Grading:
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_protocol(self, item: pytest.Item, nextitem: pytest.Item | None) -> bool | None:
-        """With `until_first_catch`, leave out a test that can no longer change what is read."""
-        if not self.until_first_catch or self.still_decides(item.nodeid):
+        """With `until_first_catch`, leave out a test that can no longer change what is read; with
+        `skip_settled_guards`, a growth guard that is settled."""
+        if not (self.until_first_catch and not self.still_decides(item.nodeid)
+                or self.skip_settled_guards and self.settled(item)):
             return None
         self.left_out.append(item.nodeid)
         # What its own teardown would have done: end the fixtures and modules the next test does not
         # share (pytest's runner keeps them for the test after the one that ran last).
         item.session._setupstate.teardown_exact(nextitem)
         return True
+
+    def settled(self, item: pytest.Item) -> bool:
+        """Whether `item` is a growth guard after a failed test of its task and its visibility: its
+        task loses points whatever it gives, and the first failure of that visibility is earlier."""
+        if not getattr(item, "originalname", item.name).startswith(GROWTH_GUARD_PREFIX):
+            return False
+        task, _, hidden = self.catalog[item.nodeid]
+        return any(r.task == task and r.hidden == hidden and not r.passed for r in self.records)
 
     def still_decides(self, nodeid: str) -> bool:
         """Whether the test can still change whether some public test fails, or the first hidden

@@ -164,7 +164,8 @@ def grade(assignment: Assignment, submission: Path, results_path: Path, mode: st
             grading = Grading(assignment=assignment, backend=backend, submitted=submission.resolve(),
                               modules_dir=modules_dir, deadline=deadline, seed=seed,
                               test_seconds=max(min(TEST_SECONDS, time_budget), 1.0),
-                              until_first_catch=settings.until_first_catch)
+                              until_first_catch=settings.until_first_catch,
+                              skip_settled_guards=settings.skip_settled_guards)
             exit_code = run_pytest(assignment, grading, private)
             isolation = backend.isolation
         finally:

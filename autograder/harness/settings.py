@@ -16,6 +16,11 @@ submissions quickly or as a machine without bubblewrap or Landlock would:
   results.json's order. Once a public test has failed the other public tests are left out, and
   once a hidden test has failed, every later hidden test not of an earlier task. The tests left out
   are not in results.json, so the score of such a run is no grade.
+- `KVLAB_SKIP_SETTLED_GUARDS=1` leaves out a growth guard (a test named `test_cost_does_not_grow...`,
+  seconds of CPU at two sizes) once an earlier test of its task and its visibility has failed: the
+  task loses points without it, and the first public and the first hidden failure stay where they
+  were. The tests of the tests grade a catalog mutant so, whose checks read every failure but
+  whose subject is seldom cost; the score of such a run is no grade either.
 - `--seed N` (an argument of the runner, not the environment) replays a grading's draws.
 
 A value these do not accept is a grader fault that names the variable and the value. results.json
@@ -35,6 +40,7 @@ TIME_BUDGET_ENV = "KVLAB_TIME_BUDGET"
 NO_BUBBLEWRAP_ENV = "KVLAB_NO_BUBBLEWRAP"
 NO_LANDLOCK_ENV = "KVLAB_NO_LANDLOCK"
 UNTIL_FIRST_CATCH_ENV = "KVLAB_UNTIL_FIRST_CATCH"
+SKIP_SETTLED_GUARDS_ENV = "KVLAB_SKIP_SETTLED_GUARDS"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -47,6 +53,7 @@ class Settings:
     landlock: bool = True
     seed: int | None = None  # the draws' seed to replay; None: computed from the files
     until_first_catch: bool = False  # run only the tests that decide a bug's first catch
+    skip_settled_guards: bool = False  # leave out a growth guard whose task has already failed
 
     @classmethod
     def read(cls, environ: Mapping[str, str] = os.environ, seed: int | None = None) -> Settings:
@@ -55,14 +62,16 @@ class Settings:
                    time_budget=_seconds(environ, TIME_BUDGET_ENV, allow_zero=True),
                    bubblewrap=not _flag(environ, NO_BUBBLEWRAP_ENV),
                    landlock=not _flag(environ, NO_LANDLOCK_ENV), seed=seed,
-                   until_first_catch=_flag(environ, UNTIL_FIRST_CATCH_ENV))
+                   until_first_catch=_flag(environ, UNTIL_FIRST_CATCH_ENV),
+                   skip_settled_guards=_flag(environ, SKIP_SETTLED_GUARDS_ENV))
 
     def switches(self) -> list[str]:
         """The switches that were set ("KVLAB_CALL_TIMEOUT=2", "--seed=7"), for results.json."""
         named = [(CALL_TIMEOUT_ENV, self.call_timeout), (TIME_BUDGET_ENV, self.time_budget),
                  (NO_BUBBLEWRAP_ENV, None if self.bubblewrap else 1),
                  (NO_LANDLOCK_ENV, None if self.landlock else 1), ("--seed", self.seed),
-                 (UNTIL_FIRST_CATCH_ENV, 1 if self.until_first_catch else None)]
+                 (UNTIL_FIRST_CATCH_ENV, 1 if self.until_first_catch else None),
+                 (SKIP_SETTLED_GUARDS_ENV, 1 if self.skip_settled_guards else None)]
         return [f"{name}={_number(value)}" for name, value in named if value is not None]
 
     def lowered(self, call_timeout: float, time_budget: float) -> tuple[float, float]:

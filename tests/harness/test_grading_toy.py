@@ -323,17 +323,28 @@ UNTIL_HIDDEN = {
 }
 
 
+def graded_with(folder: Path, monkeypatch: pytest.MonkeyPatch, public: str, hidden: dict[str, str], switch: str,
+                on: bool, mode: str) -> tuple[list[str], dict[str, Any]]:
+    """The toy with these tests, graded in `mode` with the environment `switch` on or off: the names of
+    the tests reported, and the results."""
+    submission = toy_assignment(folder, hidden=hidden)
+    (folder / "assignments" / "toy" / "tests" / "test_toy.py").write_text(public)
+    monkeypatch.setenv(switch, "1" if on else "0")
+    done, results = run_toy(folder, submission, "--mode", mode)
+    assert done.returncode == 0, f"the runner exited {done.returncode}:\n{done.stderr[-3000:]}"
+    return [t["name"].split("::", 1)[1] for t in results["tests"]], results
+
+
+def first_hidden_failure(results: dict[str, Any]) -> str:
+    return next(t["name"] for t in results["tests"] if t["status"] == "failed" and t["visibility"] != "visible")
+
+
 @pytest.mark.parametrize("mode", ["sandbox", "inprocess"])
 def test_until_first_catch_runs_only_the_tests_that_decide_the_first_catch(tmp_path: Path,
                                                                           monkeypatch: pytest.MonkeyPatch,
                                                                           mode: str) -> None:
     def graded(folder: Path, until: bool) -> tuple[list[str], dict[str, Any]]:
-        submission = toy_assignment(folder, hidden=UNTIL_HIDDEN)
-        (folder / "assignments" / "toy" / "tests" / "test_toy.py").write_text(UNTIL_PUBLIC)
-        monkeypatch.setenv("KVLAB_UNTIL_FIRST_CATCH", "1" if until else "0")
-        done, results = run_toy(folder, submission, "--mode", mode)
-        assert done.returncode == 0, f"the runner exited {done.returncode}:\n{done.stderr[-3000:]}"
-        return [t["name"].split("::", 1)[1] for t in results["tests"]], results
+        return graded_with(folder, monkeypatch, UNTIL_PUBLIC, UNTIL_HIDDEN, "KVLAB_UNTIL_FIRST_CATCH", until, mode)
 
     whole, whole_results = graded(tmp_path / "whole", until=False)
     ended, ended_results = graded(tmp_path / "ended", until=True)
@@ -343,9 +354,6 @@ def test_until_first_catch_runs_only_the_tests_that_decide_the_first_catch(tmp_p
         f"only the tests after a public failure, and the hidden ones that cannot come before the first hidden "
         f"failure, are left out: ran {ended}, of {whole}")
 
-    def first_hidden_failure(results: dict[str, Any]) -> str:
-        return next(t["name"] for t in results["tests"] if t["status"] == "failed" and t["visibility"] != "visible")
-
     assert first_hidden_failure(ended_results) == first_hidden_failure(whole_results), (
         f"the first hidden failure moved: {first_hidden_failure(ended_results)}, "
         f"{first_hidden_failure(whole_results)} in the whole run")
@@ -353,3 +361,44 @@ def test_until_first_catch_runs_only_the_tests_that_decide_the_first_catch(tmp_p
     assert ended_results["extra_data"]["switches"] == ["KVLAB_UNTIL_FIRST_CATCH=1"], (
         f"the switch is named in results.json: {ended_results['extra_data']['switches']}")
     assert "switches" not in whole_results["extra_data"], f"no switch was set: {whole_results['extra_data']}"
+
+
+# Growth guards left out once their task has failed (KVLAB_SKIP_SETTLED_GUARDS), on tests run in this
+# order: public basics (a failure, then a guard), hidden secret (a guard first), hidden basics (a guard
+# before the first hidden failure of basics, then one after it). Every guard fails.
+GUARDS_PUBLIC = toy_tests(1, ("basics", "test_public_fails", "wrong(1, 2)", 3),
+                          ("basics", "test_cost_does_not_grow_public", "wrong(1, 3)", 4),
+                          ("basics", "test_public_passes", "add(1, 2)", 3))
+GUARDS_HIDDEN = {
+    "test_hidden_a.py": toy_tests(1, ("secret", "test_cost_does_not_grow_first", "wrong(2, 2)", 4),
+                                  ("secret", "test_secret_passes", "add(2, 3)", 5)),
+    "test_hidden_b.py": toy_tests(2, ("basics", "test_cost_does_not_grow_hidden", "wrong(3, 3)", 6),
+                                  ("basics", "test_basics_fails", "wrong(3, 4)", 7),
+                                  ("basics", "test_cost_does_not_grow_after", "wrong(4, 4)", 8)),
+}
+
+
+@pytest.mark.parametrize("mode", ["sandbox", "inprocess"])
+def test_settled_guards_are_left_out_and_nothing_read_moves(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                            mode: str) -> None:
+    def graded(folder: Path, skip: bool) -> tuple[list[str], dict[str, Any]]:
+        return graded_with(folder, monkeypatch, GUARDS_PUBLIC, GUARDS_HIDDEN, "KVLAB_SKIP_SETTLED_GUARDS", skip, mode)
+
+    whole, whole_results = graded(tmp_path / "whole", skip=False)
+    skipped, skipped_results = graded(tmp_path / "skipped", skip=True)
+    left_out = {"test_cost_does_not_grow_public", "test_cost_does_not_grow_after"}
+    assert sorted(skipped) == sorted(set(whole) - left_out) and len(whole) == 8, (
+        f"only the guards after a failure of their task and visibility are left out: ran {skipped}, of {whole}")
+
+    def failed_tasks(results: dict[str, Any]) -> dict[str, set[str]]:
+        return {visibility: {t["tags"][0] for t in results["tests"] if t["status"] == "failed"
+                             and (t["visibility"] == "visible") == (visibility == "public")}
+                for visibility in ("public", "hidden")}
+
+    assert failed_tasks(skipped_results) == failed_tasks(whole_results), (
+        f"the same tasks lose points: {failed_tasks(skipped_results)}, {failed_tasks(whole_results)} in the whole run")
+    assert first_hidden_failure(skipped_results) == first_hidden_failure(whole_results), (
+        f"the first hidden failure moved: {first_hidden_failure(skipped_results)}, "
+        f"{first_hidden_failure(whole_results)} in the whole run")
+    assert skipped_results["extra_data"]["switches"] == ["KVLAB_SKIP_SETTLED_GUARDS=1"], (
+        f"the switch is named in results.json: {skipped_results['extra_data']['switches']}")

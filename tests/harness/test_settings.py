@@ -12,7 +12,9 @@ from autograder.harness.settings import (
     CALL_TIMEOUT_ENV,
     NO_BUBBLEWRAP_ENV,
     NO_LANDLOCK_ENV,
+    SKIP_SETTLED_GUARDS_ENV,
     TIME_BUDGET_ENV,
+    UNTIL_FIRST_CATCH_ENV,
     Settings,
 )
 from support.repo import REPO
@@ -30,7 +32,8 @@ def test_limit_overrides_can_only_lower() -> None:
 @pytest.mark.parametrize(("name", "text"), [
     *[(CALL_TIMEOUT_ENV, bad) for bad in ("soon", "nan", "-1", "0")],
     *[(TIME_BUDGET_ENV, bad) for bad in ("soon", "nan", "-1")],
-    *[(flag, bad) for flag in (NO_BUBBLEWRAP_ENV, NO_LANDLOCK_ENV) for bad in ("yes", "true", "2")],
+    *[(flag, bad) for flag in (NO_BUBBLEWRAP_ENV, NO_LANDLOCK_ENV, UNTIL_FIRST_CATCH_ENV, SKIP_SETTLED_GUARDS_ENV)
+      for bad in ("yes", "true", "2")],
 ])
 def test_a_bad_value_is_a_grader_fault_that_names_it(name: str, text: str) -> None:
     with pytest.raises(GraderFault) as info:

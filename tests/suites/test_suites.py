@@ -6,7 +6,8 @@ path), and the checks read the results.json files it writes. The reference, the 
 first SANDBOXED_MUTANTS mutants of each catalog are graded sandboxed and in-process, where both modes
 must agree test by test; the other mutants in-process only (the sandbox's own behaviour is tested by
 test_sandbox*, test_hostile and the gradings in both modes; grading every mutant twice doubled the
-suite's largest fixture). The reference passes every test and the points add up to assignment.json;
+suite's largest fixture), without the growth guards that follow a failure of their task
+(KVLAB_SKIP_SETTLED_GUARDS: what the checks read stays the same, see first_catch.mutant_switches). The reference passes every test and the points add up to assignment.json;
 the starter passes none, each failing with its NotImplementedError; every mutant is caught: some
 test fails, in the tasks it lists, with a message naming the bug, and (unless its `public_blind`
 says why not) a public test fails too. Statically: every test file grades one task, every assert
@@ -31,7 +32,6 @@ import pytest
 
 from autograder import mutants
 from autograder.assignment import load_assignment
-from autograder.harness.settings import CALL_TIMEOUT_ENV
 from support import first_catch
 from support.checks import (
     check_asserts_have_messages, check_catalog, check_modes_agree, check_mutant_caught, check_points_add_up,
@@ -92,9 +92,10 @@ def gradings(request: pytest.FixtureRequest,
                 folder = base / mutant.name
                 root = suite.tests_root(folder / "root", mutant.tasks) if suite.checks.mutants_run_own_tasks else whole
                 submission = mutants.apply(mutant, suite.assignment.solution, folder / "submission")
-                limit = {} if mutant.call_timeout is None else {CALL_TIMEOUT_ENV: str(mutant.call_timeout)}
+                # Graded whole where the modes are compared test by test.
                 jobs.append(Job(name, mutant.name, submission, root, folder, suite.checks.run_seconds,
-                                {**env, **limit}, modes=BACKENDS if mutant.name in both else ("inprocess",)))
+                                {**env, **first_catch.mutant_switches(mutant, whole=mutant.name in both)},
+                                modes=BACKENDS if mutant.name in both else ("inprocess",)))
     graders = Graders(sorted(jobs, key=longest_first))
     yield graders.futures
     # Leaving early (an interrupted session) must not wait for the runs nobody will read.

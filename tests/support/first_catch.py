@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from autograder import corpus, mutants
-from autograder.harness.settings import CALL_TIMEOUT_ENV, UNTIL_FIRST_CATCH_ENV
+from autograder.harness.settings import CALL_TIMEOUT_ENV, SKIP_SETTLED_GUARDS_ENV, UNTIL_FIRST_CATCH_ENV
 from support.graders import Job, JobResults
 from support.repo import REPO
 from support.suite import Suite
@@ -80,6 +80,14 @@ def bug_switches(whole: bool = False) -> dict[str, str]:
     return {CALL_TIMEOUT_ENV: str(BUG_CALL_TIMEOUT), **({} if whole else {UNTIL_FIRST_CATCH_ENV: "1"})}
 
 
+def mutant_switches(mutant: mutants.Mutant, whole: bool = False) -> dict[str, str]:
+    """The grader's switches for a catalog mutant's grading: its own per-call limit if it has one
+    and, unless it is to be graded `whole`, no growth guard after its task has failed
+    (KVLAB_SKIP_SETTLED_GUARDS: every check of test_suites.py reads the same of it)."""
+    return {**({} if mutant.call_timeout is None else {CALL_TIMEOUT_ENV: str(mutant.call_timeout)}),
+            **({} if whole else {SKIP_SETTLED_GUARDS_ENV: "1"})}
+
+
 def jobs(suite: Suite, kind: str, base: Path) -> list[Job]:
     """The gradings of every bug of `kind` of the suite's assignment, in-process (as test_corpus.py
     and test_suites.py grade them)."""
@@ -99,9 +107,8 @@ def jobs(suite: Suite, kind: str, base: Path) -> list[Job]:
         out = base / mutant.name
         root = suite.tests_root(out / "root", mutant.tasks) if suite.checks.mutants_run_own_tasks else whole
         submission = mutants.apply(mutant, suite.assignment.solution, out / "submission")
-        limit = {} if mutant.call_timeout is None else {CALL_TIMEOUT_ENV: str(mutant.call_timeout)}
-        found.append(Job(name, f"catalog/{mutant.name}", submission, root, out, suite.checks.run_seconds, {**env, **limit},
-                         modes=("inprocess",)))
+        found.append(Job(name, f"catalog/{mutant.name}", submission, root, out, suite.checks.run_seconds,
+                         {**env, **mutant_switches(mutant)}, modes=("inprocess",)))
     return found
 
 
