@@ -309,7 +309,7 @@ class Grading:
 
     def settled(self, item: pytest.Item) -> bool:
         """Whether `item` is a growth guard after a failed test of its task and its visibility: its
-        task loses points whatever it gives, and the first failure of that visibility is earlier."""
+        task loses points whatever it gives, and that failure comes before it in results.json."""
         if not getattr(item, "originalname", item.name).startswith(GROWTH_GUARD_PREFIX):
             return False
         task, _, hidden = self.catalog[item.nodeid]

@@ -7,10 +7,11 @@ first SANDBOXED_MUTANTS mutants of each catalog are graded sandboxed and in-proc
 must agree test by test; the other mutants in-process only (the sandbox's own behaviour is tested by
 test_sandbox*, test_hostile and the gradings in both modes; grading every mutant twice doubled the
 suite's largest fixture), without the growth guards that follow a failure of their task
-(KVLAB_SKIP_SETTLED_GUARDS: what the checks read stays the same, see first_catch.mutant_switches). The reference passes every test and the points add up to assignment.json;
-the starter passes none, each failing with its NotImplementedError; every mutant is caught: some
-test fails, in the tasks it lists, with a message naming the bug, and (unless its `public_blind`
-says why not) a public test fails too. Statically: every test file grades one task, every assert
+(KVLAB_SKIP_SETTLED_GUARDS: what the checks read stays the same, see first_catch.mutant_switches).
+The reference passes every test and the points add up to assignment.json; the starter passes none,
+each failing with its NotImplementedError; every mutant is caught: some test fails, in the tasks it
+lists, with a message naming the bug, and (unless its `public_blind` says why not) a public test
+fails too. Statically: every test file grades one task, every assert
 carries a message, and the catalog breaks every function the starter stubs.
 
 The gradings run in long-lived subprocesses (tests/support/grade_batch.py), one per grading slot
