@@ -51,8 +51,8 @@ from support.traces import stand_in_traces
 # tasks are graded, or of them the tests the attack aims at (TaskCase.aims) (sandboxed, through the
 # grader's entry `autograder.harness.run.run`, in a subprocess, with the suite's 2 s per call), once
 # with the payload and once without; the attack must score at most the honest part, pass nothing
-# the honest part fails, say why, and show no hidden or solution text. Each case is graded in each of its modes (MODES: how the grader runs);
-# the honest parts once, as root with bubblewrap.
+# the honest part fails, say why, and show no hidden or solution text. Each case is graded in each
+# of its modes (MODES: how the grader runs); the honest parts once, as root with bubblewrap.
 
 L07 = "lecture07"
 
