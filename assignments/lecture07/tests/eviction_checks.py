@@ -148,23 +148,30 @@ SLOW_CAUSE = ("Likely cause: evicting or using a block costs O(capacity), e.g. m
 # The growth guard: the same sequence at capacity GROWTH_BASE_CAPACITY, where even a scan of the
 # whole cache is short, is the baseline; at GUARD_CAPACITY each inserted id may cost at most
 # GROWTH_PER_ID seconds more. What an id costs besides the cache (the call's round trip, the ids'
-# encoding) is the same at both capacities and cancels; the reference grows by about nothing (at
-# most 0.13 s, a heap's log factor included), while O(capacity) work per eviction or use grows by 2 s
-# or more even where it is a C-level memmove (list.pop(0), bisect.insort) or a dict's skip over its
-# deleted entries (next(iter(d))).
+# encoding) is the same at both capacities and cancels. The reference grows by 0.15 s at most and a
+# correct heap-based LFU by 0.1-0.3 s, while O(capacity) work per eviction or use grows by about 3 s
+# or more even where it is a C-level memmove (list.pop(0), bisect.insort) or a dict's skip over its deleted
+# entries (next(iter(d))). One pair of runs can be stretched by the machine (the heap-based LFU once
+# measured 0.62 s, sandboxed beside other gradings), all of them rarely: a growth over the limit but
+# under GROWTH_RECHECK_BELOW times it is measured again on fresh caches, GROWTH_PAIRS pairs in all, and
+# the smallest counts. A growth past that is no machine's noise, and measuring it again would only cost.
 GROWTH_BASE_CAPACITY = 1_000
-GROWTH_PER_ID = 1.5e-6
+GROWTH_PER_ID = 2.5e-6
+GROWTH_PAIRS = 3
+GROWTH_RECHECK_BELOW = 3
 
 
-def growth_problem(sequence: str, seconds: float, base_seconds: float, n_ids: int) -> str | None:
+def growth_problem(sequence: str, seconds: float, base_seconds: float, n_ids: int, pairs: int = 1) -> str | None:
     """None when `sequence` at GUARD_CAPACITY (`seconds` of CPU time) took at most n_ids * GROWTH_PER_ID
-    seconds more than at GROWTH_BASE_CAPACITY (`base_seconds`), else the message."""
+    seconds more than at GROWTH_BASE_CAPACITY (`base_seconds`), else the message; `pairs`: how many pairs
+    of runs were measured, these figures being the pair that grew least."""
     limit = n_ids * GROWTH_PER_ID
     if seconds - base_seconds <= limit:
         return None
+    smallest = f" (the smallest growth of {pairs} measurements on fresh caches)" if pairs > 1 else ""
     return (f"{sequence} took {seconds:.2f} s of CPU time, {seconds - base_seconds:.2f} s more than the same calls "
-            f"at capacity {GROWTH_BASE_CAPACITY:,} ({base_seconds:.2f} s); the limit is {limit:.2f} s ({n_ids:,} ids "
-            f"x {GROWTH_PER_ID * 1e6:g} us): the cost must not grow with the capacity. {SLOW_CAUSE}")
+            f"at capacity {GROWTH_BASE_CAPACITY:,} ({base_seconds:.2f} s){smallest}; the limit is {limit:.2f} s "
+            f"({n_ids:,} ids x {GROWTH_PER_ID * 1e6:g} us): the cost must not grow with the capacity. {SLOW_CAUSE}")
 
 
 def guarded_sequence(cache: Any, trace_blocks: list[int], probes: list[list[int]],
@@ -193,18 +200,43 @@ def time_limit(call: str, seconds: float = TIME_LIMIT_SECONDS) -> Iterator[None]
 
 
 def base_growth_problem(student: Any, name: str, trace_blocks: list[int], probes: list[list[int]], asked: list[int],
-                        sequence: str, seconds: float, wall_seconds: float) -> str | None:
-    """The growth check's second half: `sequence` took `seconds` of CPU time on a `name` cache (LRUCache
-    or LFUCache) of GUARD_CAPACITY; the same calls (guarded_sequence with these probes and asked ids)
-    on one of GROWTH_BASE_CAPACITY, within `wall_seconds` (time_limit), must have cost at most
-    growth_problem's limit less. None, or what the base insert raised, or growth_problem's message."""
-    base_call = f"{name}({GROWTH_BASE_CAPACITY:,}).insert(every block of make_trace())"
-    with time_limit(f"{base_call}, then the same questions", wall_seconds):
-        (inserted, *_), base_seconds = student.cpu_seconds(
-            guarded_sequence, getattr(student.prefix_cache, name)(GROWTH_BASE_CAPACITY), trace_blocks, probes, asked)
-    if inserted[1] is not None:
-        return error_problem(base_call, inserted[1])
-    return growth_problem(sequence, seconds, base_seconds, len(trace_blocks))
+                        sequence: str, seconds: float, answered: tuple[Any, ...], wall_seconds: float) -> str | None:
+    """The growth check's second half: `sequence` (guarded_sequence with these probes and asked ids) took
+    `seconds` of CPU time on a `name` cache (LRUCache or LFUCache) of GUARD_CAPACITY and `answered`
+    (matches, answers, len), which the caller has checked. The same calls on one of GROWTH_BASE_CAPACITY
+    must have cost at most growth_problem's limit less, in at least one of the pairs measured (see
+    GROWTH_PAIRS); a pair measured again must answer as the first did, so that what is timed is the work
+    checked. Each run within `wall_seconds` (time_limit). None, or what an insert raised, or what a
+    second run answered otherwise, or growth_problem's message for the pair that grew least."""
+    limit = len(trace_blocks) * GROWTH_PER_ID
+    pairs: list[tuple[float, float]] = []
+    while True:
+        (inserted, *_), base_seconds = timed_run(student, name, GROWTH_BASE_CAPACITY, trace_blocks, probes, asked,
+                                                 wall_seconds)
+        if inserted[1] is not None:
+            return error_problem(f"{name}({GROWTH_BASE_CAPACITY:,}).insert(every block of make_trace())", inserted[1])
+        pairs.append((seconds, base_seconds))
+        seconds, base_seconds = min(pairs, key=lambda pair: pair[0] - pair[1])
+        growth = seconds - base_seconds
+        if growth <= limit or growth > GROWTH_RECHECK_BELOW * limit or len(pairs) == GROWTH_PAIRS:
+            return growth_problem(sequence, seconds, base_seconds, len(trace_blocks), len(pairs))
+        (inserted, *again), seconds = timed_run(student, name, GUARD_CAPACITY, trace_blocks, probes, asked,
+                                                wall_seconds)
+        if inserted[1] is not None:
+            return error_problem(f"measured again, {name}({GUARD_CAPACITY:,}).insert(every block of make_trace())",
+                                 inserted[1])
+        if tuple(again) != tuple(answered):
+            return (f"measured again on a fresh cache, {sequence} answered otherwise than the first time: the same "
+                    "calls on a fresh cache must give the same answers")
+
+
+def timed_run(student: Any, name: str, capacity: int, trace_blocks: list[int], probes: list[list[int]],
+              asked: list[int], wall_seconds: float) -> tuple[tuple[Any, list[Any], list[Any], Any], float]:
+    """guarded_sequence on a fresh `name`(capacity), within `wall_seconds`: (its outcomes, CPU seconds)."""
+    with time_limit(f"{name}({capacity:,}).insert(every block of make_trace()), then the same questions",
+                    wall_seconds):
+        return student.cpu_seconds(
+            guarded_sequence, getattr(student.prefix_cache, name)(capacity), trace_blocks, probes, asked)
 
 
 def error_problem(call: str, error: BaseException) -> str:

@@ -151,7 +151,7 @@ def test_cost_does_not_grow_with_capacity(student: Any, trace_blocks: list[int])
             f"{SLOW_CAUSE}"
         )
         problem = base_growth_problem(student, name, trace_blocks, probes, asked, sequence, seconds,
-                                      3 * TIME_LIMIT_SECONDS)
+                                      (matches, answers, length), 3 * TIME_LIMIT_SECONDS)
         assert problem is None, problem
 
 

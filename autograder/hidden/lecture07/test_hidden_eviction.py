@@ -168,7 +168,7 @@ def test_cost_does_not_grow_with_capacity(student: Any, policy: str, trace_block
         f"{sequence} took {seconds:.1f} s of CPU time (limit {GUARD_SECONDS:g} s; the reference solution takes "
         f"about 1 s). Work an insert leaves for later calls is timed with them. {SLOW_CAUSE}")
     problem = base_growth_problem(student, CLASSES[policy], trace_blocks, probes, asked, sequence, seconds,
-                                  2 * GUARD_SECONDS)
+                                  (matches, answers, length), 2 * GUARD_SECONDS)
     assert problem is None, problem
 
 
