@@ -26,10 +26,11 @@ from eviction_checks import CLASSES, Script, held_blocks
 from kvlab.trace import BLOCK, Request, load_mooncake_trace, mooncake_dir
 from paged_checks import describe_error, outcome
 
-# Wall-clock limit for a full-trace run at capacity about 100,000 in-process. Sandboxed grading ends
-# the call at the worker's own per-call wall timeout (assignment.json: call_timeout_seconds = 10, the
-# limit the handout states and the public timed tests use); this in-process limit is a little longer
-# so that there the worker's timeout, not this one, ends a slow call.
+# CPU-time limit for a full-trace run at capacity about 100,000, the grader's own processes included.
+# Each call into student code already ends at call_timeout_seconds = 10 s of CPU time (assignment.json,
+# the limit the handout states and the public timed tests use); this one is a little longer so that the
+# call's limit, not this one, names a slow call. The tests' wall-clock marks, twice this, only stop a
+# call that sleeps: the wall clock, which another job on the machine stretches, decides nothing.
 GUARD_SECONDS = 12
 
 
