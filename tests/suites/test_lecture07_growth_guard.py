@@ -89,4 +89,5 @@ def test_a_run_measured_again_is_checked_as_the_first(checks: ModuleType, after:
     # A second run that did less work (here: answered len() otherwise) must not decide the verdict.
     student = ScriptedStudent([*guard_runs(checks, [1.5]), (checks.GUARD_CAPACITY, 0.5, after)])
     problem = guard_problem(checks, student, 1.5)
-    assert problem is not None and fails_with in problem, f"the second run answered {after!r}; the guard said: {problem}"
+    assert problem is not None and fails_with in problem, (
+        f"the second run answered {after!r}; the guard said: {problem}")

@@ -150,11 +150,12 @@ SLOW_CAUSE = ("Likely cause: evicting or using a block costs O(capacity), e.g. m
 # GROWTH_PER_ID seconds more. What an id costs besides the cache (the call's round trip, the ids'
 # encoding) is the same at both capacities and cancels. The reference grows by 0.15 s at most and a
 # correct heap-based LFU by 0.1-0.3 s, while O(capacity) work per eviction or use grows by about 3 s
-# or more even where it is a C-level memmove (list.pop(0), bisect.insort) or a dict's skip over its deleted
-# entries (next(iter(d))). One pair of runs can be stretched by the machine (the heap-based LFU once
-# measured 0.62 s, sandboxed beside other gradings), all of them rarely: a growth over the limit but
-# under GROWTH_RECHECK_BELOW times it is measured again on fresh caches, GROWTH_PAIRS pairs in all, and
-# the smallest counts. A growth past that is no machine's noise, and measuring it again would only cost.
+# or more even where it is a C-level memmove (list.pop(0), bisect.insort) or a dict's skip over its
+# deleted entries (next(iter(d))). One pair of runs can be stretched by the machine (the heap-based
+# LFU once measured 0.62 s, sandboxed beside other gradings), all of them rarely: a growth over the
+# limit but under GROWTH_RECHECK_BELOW times it is measured again on fresh caches, GROWTH_PAIRS
+# pairs in all, and the smallest counts. A growth past that is no machine's noise, and measuring it
+# again would only cost.
 GROWTH_BASE_CAPACITY = 1_000
 GROWTH_PER_ID = 2.5e-6
 GROWTH_PAIRS = 3
