@@ -287,7 +287,7 @@ def student_venv(tmp_path_factory: pytest.TempPathFactory) -> StudentVenv:
     with open(VENVS / f"{key}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if (built / ".venv" / ".installed").is_file():
-            log = f"kept from an earlier run: {built}"
+            log = f"the venv was kept from an earlier run in {built} (delete that folder to build it again)"
         else:
             for stale in VENVS.iterdir():
                 if stale.is_dir() and stale != built and time.time() - stale.stat().st_mtime > STALE_VENV_SECONDS:
@@ -310,7 +310,8 @@ def test_bundle_make_installs_a_venv_that_runs_the_tests(student_venv: StudentVe
     assert (venv / ".installed").is_file(), f"make did not install .venv:\n{student_venv.log[-3000:]}"
     check = subprocess.run([str(venv / "bin" / "python"), "-c", "import numpy, pytest, pytest_timeout, kvlab"],
                            cwd=student_venv.folder, capture_output=True, text=True, timeout=120)
-    assert check.returncode == 0, f"the installed .venv cannot import what the tests need:\n{check.stderr[-2000:]}"
+    assert check.returncode == 0, (
+        f"the installed .venv cannot import what the tests need:\n{check.stderr[-2000:]}\n{student_venv.log[-3000:]}")
 
 
 # The everyday tier runs the first bundle's `make test`; `make test-all` every bundle's.
