@@ -292,6 +292,7 @@ def student_venv(tmp_path_factory: pytest.TempPathFactory) -> StudentVenv:
             for stale in VENVS.iterdir():
                 if stale.is_dir() and stale != built and time.time() - stale.stat().st_mtime > STALE_VENV_SECONDS:
                     shutil.rmtree(stale, ignore_errors=True)
+                    (VENVS / f"{stale.name}.lock").unlink(missing_ok=True)
             shutil.rmtree(built, ignore_errors=True)
             built.mkdir()
             for name in ("requirements.txt", "Makefile"):
