@@ -162,11 +162,16 @@ GROWTH_PAIRS = 3
 GROWTH_RECHECK_BELOW = 3
 
 
+def growth_limit(n_ids: int) -> float:
+    """How many CPU seconds more inserting `n_ids` ids may cost at GUARD_CAPACITY than at GROWTH_BASE_CAPACITY."""
+    return n_ids * GROWTH_PER_ID
+
+
 def growth_problem(sequence: str, seconds: float, base_seconds: float, n_ids: int, pairs: int = 1) -> str | None:
     """None when `sequence` at GUARD_CAPACITY (`seconds` of CPU time) took at most n_ids * GROWTH_PER_ID
     seconds more than at GROWTH_BASE_CAPACITY (`base_seconds`), else the message; `pairs`: how many pairs
     of runs were measured, these figures being the pair that grew least."""
-    limit = n_ids * GROWTH_PER_ID
+    limit = growth_limit(n_ids)
     if seconds - base_seconds <= limit:
         return None
     smallest = f" (the smallest growth of {pairs} measurements on fresh caches)" if pairs > 1 else ""
@@ -209,13 +214,13 @@ def base_growth_problem(student: Any, name: str, trace_blocks: list[int], probes
     GROWTH_PAIRS); a pair measured again must answer as the first did, so that what is timed is the work
     checked. Each run within `wall_seconds` (time_limit). None, or what an insert raised, or what a
     second run answered otherwise, or growth_problem's message for the pair that grew least."""
-    limit = len(trace_blocks) * GROWTH_PER_ID
+    limit = growth_limit(len(trace_blocks))
     pairs: list[tuple[float, float]] = []
     while True:
         (inserted, *_), base_seconds = timed_run(student, name, GROWTH_BASE_CAPACITY, trace_blocks, probes, asked,
                                                  wall_seconds)
         if inserted[1] is not None:
-            return error_problem(f"{name}({GROWTH_BASE_CAPACITY:,}).insert(every block of make_trace())", inserted[1])
+            return error_problem(insert_call(name, GROWTH_BASE_CAPACITY), inserted[1])
         pairs.append((seconds, base_seconds))
         seconds, base_seconds = min(pairs, key=lambda pair: pair[0] - pair[1])
         growth = seconds - base_seconds
@@ -224,8 +229,7 @@ def base_growth_problem(student: Any, name: str, trace_blocks: list[int], probes
         (inserted, *again), seconds = timed_run(student, name, GUARD_CAPACITY, trace_blocks, probes, asked,
                                                 wall_seconds)
         if inserted[1] is not None:
-            return error_problem(f"measured again, {name}({GUARD_CAPACITY:,}).insert(every block of make_trace())",
-                                 inserted[1])
+            return error_problem(f"measured again, {insert_call(name, GUARD_CAPACITY)}", inserted[1])
         if tuple(again) != tuple(answered):
             return (f"measured again on a fresh cache, {sequence} answered otherwise than the first time: the same "
                     "calls on a fresh cache must give the same answers")
@@ -234,10 +238,14 @@ def base_growth_problem(student: Any, name: str, trace_blocks: list[int], probes
 def timed_run(student: Any, name: str, capacity: int, trace_blocks: list[int], probes: list[list[int]],
               asked: list[int], wall_seconds: float) -> tuple[tuple[Any, list[Any], list[Any], Any], float]:
     """guarded_sequence on a fresh `name`(capacity), within `wall_seconds`: (its outcomes, CPU seconds)."""
-    with time_limit(f"{name}({capacity:,}).insert(every block of make_trace()), then the same questions",
-                    wall_seconds):
+    with time_limit(f"{insert_call(name, capacity)}, then the same questions", wall_seconds):
         return student.cpu_seconds(
             guarded_sequence, getattr(student.prefix_cache, name)(capacity), trace_blocks, probes, asked)
+
+
+def insert_call(name: str, capacity: int) -> str:
+    """How a message names the guard's insert on a `name` cache (LRUCache or LFUCache) of `capacity`."""
+    return f"{name}({capacity:,}).insert(every block of make_trace())"
 
 
 def error_problem(call: str, error: BaseException) -> str:
