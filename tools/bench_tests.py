@@ -76,11 +76,19 @@ def loop_seconds(rounds: int = 3) -> float:
 
 
 def baseline_checkout(revision: str, folder: Path) -> Path:
-    """A worktree of `revision` in `folder`, sharing this checkout's .venv and installed traces."""
+    """A worktree of `revision` in `folder`, sharing this checkout's .venv, installed traces and
+    neighbouring `shared/` folder (the course's, which some tests read as ../shared)."""
     checkout = folder / "baseline"
     subprocess.run(["git", "worktree", "add", "--detach", str(checkout), revision], cwd=ROOT, check=True,
                    capture_output=True)
     (checkout / ".venv").symlink_to(ROOT / ".venv")
+    # make rebuilds a venv older than its requirements, and the checkout has just written them: dated
+    # back to the shared venv's stamp, they leave it as it is, and the baseline's time holds no install.
+    stamp = (ROOT / ".venv" / ".installed").stat().st_mtime
+    for path in (checkout / "requirements").glob("*.txt"):
+        os.utime(path, (stamp, stamp))
+    if (ROOT.parent / "shared").is_dir():
+        (folder / "shared").symlink_to(ROOT.parent / "shared")
     if (ROOT / "data" / "mooncake").is_dir():
         shutil.copytree(ROOT / "data" / "mooncake", checkout / "data" / "mooncake")
     return checkout
