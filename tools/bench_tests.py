@@ -7,12 +7,12 @@ checkout, one after the other, and prints for each its wall-clock seconds, the C
 everything it ran (user and system time of every process it waited for: pytest, its workers, the
 gradings and their sandboxed workers), and pytest's closing line. With `--baseline REV`, the same
 for `make test` of revision REV first, in a temporary worktree beside this checkout sharing its
-.venv and traces (the "before" of a change to the suite's time). The goals: the everyday tier
-within 300 s and `make test-all` within 900 s of wall time on 2 idle cores.
+.venv, traces and ../shared (the "before" of a change to the suite's time). The goals: the everyday
+tier within 300 s and `make test-all` within 900 s of wall time on 2 idle cores.
 
-Before and after the runs it times a fixed CPU loop (`sum(range(10**8))`, best of 3): the same
-tree's tiers have taken half as long again on one day as on another, and only that loop's seconds
-say how fast the machine was while they ran.
+Before and after the runs it times a fixed CPU loop (`LOOP`, best of 3): the same tests have
+taken 75% longer on one day than on another, and only that loop's seconds say how fast the machine
+was while they ran.
 
 `--write-docs` also writes what it prints into its section of docs/performance.md (between
 `<!-- bench:tests -->` and `<!-- /bench:tests -->`; `tools.bench.publish`). Run it on an otherwise
@@ -29,6 +29,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import timeit
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -36,7 +37,8 @@ from tools.bench import ROOT, publish
 
 TIERS = {"everyday": "test", "all": "test-all"}
 GOALS = {"everyday": 300.0, "all": 900.0}
-LOOP = 10**8
+# The machine's speed: pure interpreter work, no I/O, timed in this process.
+LOOP = "sum(range(10**8))"
 # pytest's closing line, e.g. "==== 1021 passed, 3 skipped, 766 deselected in 287.05s (0:04:47) ====".
 SUMMARY = re.compile(r"^=+ (.*\d+ (?:passed|failed).*) in [\d.]+s.*=+$", re.MULTILINE)
 
@@ -66,13 +68,8 @@ def run_make(target: str, checkout: Path, label: str) -> Timing:
 
 
 def loop_seconds(rounds: int = 3) -> float:
-    """The best wall time of `sum(range(LOOP))` over `rounds` runs in this process: the machine's speed."""
-    best = float("inf")
-    for _ in range(rounds):
-        started = time.perf_counter()
-        sum(range(LOOP))
-        best = min(best, time.perf_counter() - started)
-    return best
+    """The best wall time of LOOP over `rounds` runs in this process: the machine's speed."""
+    return min(timeit.repeat(LOOP, number=1, repeat=rounds))
 
 
 def baseline_checkout(revision: str, folder: Path) -> Path:
@@ -97,7 +94,7 @@ def baseline_checkout(revision: str, folder: Path) -> Path:
 def bench(tiers: list[str], baseline: str | None) -> list[Timing]:
     """Time each tier (and the baseline's `make test` first), printing a table as it goes."""
     timings = []
-    print(f"machine speed: sum(range(10**8)) takes {loop_seconds():.2f} s before the runs")
+    print(f"machine speed: {LOOP} takes {loop_seconds():.2f} s before the runs")
     print(f"{'run':<34} {'wall s':>8} {'CPU s':>8}  pytest's closing line")
     runs: list[tuple[str, Path, str]] = []
     with tempfile.TemporaryDirectory(prefix="kvlab-bench-tests-", dir=ROOT.parent) as scratch:
@@ -113,7 +110,7 @@ def bench(tiers: list[str], baseline: str | None) -> list[Timing]:
             if baseline is not None:
                 subprocess.run(["git", "worktree", "remove", "--force", str(Path(scratch) / "baseline")], cwd=ROOT,
                                check=False, capture_output=True)
-    print(f"machine speed: sum(range(10**8)) takes {loop_seconds():.2f} s after the runs")
+    print(f"machine speed: {LOOP} takes {loop_seconds():.2f} s after the runs")
     for tier in tiers:
         timing = next(t for t in timings if t.label.startswith(f"{tier}:"))
         verdict = "within" if timing.wall <= GOALS[tier] else "OVER"
