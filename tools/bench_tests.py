@@ -72,6 +72,11 @@ def loop_seconds(rounds: int = 3) -> float:
     return min(timeit.repeat(LOOP, number=1, repeat=rounds))
 
 
+def speed_line(when: str) -> str:
+    """What the bench prints of the machine's speed `when` ("before the runs", "after the runs")."""
+    return f"machine speed: {LOOP} takes {loop_seconds():.2f} s {when}"
+
+
 def baseline_checkout(revision: str, folder: Path) -> Path:
     """A worktree of `revision` in `folder`, sharing this checkout's .venv, installed traces and
     neighbouring `shared/` folder (the course's, which some tests read as ../shared)."""
@@ -91,10 +96,15 @@ def baseline_checkout(revision: str, folder: Path) -> Path:
     return checkout
 
 
+def remove_checkout(checkout: Path) -> None:
+    """Remove a worktree baseline_checkout made, whatever was left in it."""
+    subprocess.run(["git", "worktree", "remove", "--force", str(checkout)], cwd=ROOT, check=False, capture_output=True)
+
+
 def bench(tiers: list[str], baseline: str | None) -> list[Timing]:
     """Time each tier (and the baseline's `make test` first), printing a table as it goes."""
     timings = []
-    print(f"machine speed: {LOOP} takes {loop_seconds():.2f} s before the runs")
+    print(speed_line("before the runs"))
     print(f"{'run':<34} {'wall s':>8} {'CPU s':>8}  pytest's closing line")
     runs: list[tuple[str, Path, str]] = []
     with tempfile.TemporaryDirectory(prefix="kvlab-bench-tests-", dir=ROOT.parent) as scratch:
@@ -108,9 +118,8 @@ def bench(tiers: list[str], baseline: str | None) -> list[Timing]:
                 print(f"{label:<34} {timing.wall:8.0f} {timing.cpu:8.0f}  {timing.summary}", flush=True)
         finally:
             if baseline is not None:
-                subprocess.run(["git", "worktree", "remove", "--force", str(Path(scratch) / "baseline")], cwd=ROOT,
-                               check=False, capture_output=True)
-    print(f"machine speed: {LOOP} takes {loop_seconds():.2f} s after the runs")
+                remove_checkout(Path(scratch) / "baseline")
+    print(speed_line("after the runs"))
     for tier in tiers:
         timing = next(t for t in timings if t.label.startswith(f"{tier}:"))
         verdict = "within" if timing.wall <= GOALS[tier] else "OVER"

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tools.bench_tests import ROOT, baseline_checkout
+from tools.bench_tests import ROOT, baseline_checkout, remove_checkout
 
 
 def test_the_baseline_worktree_takes_the_shared_venv_as_installed(tmp_path: Path) -> None:
@@ -26,5 +26,4 @@ def test_the_baseline_worktree_takes_the_shared_venv_as_installed(tmp_path: Path
             f"make would reinstall the shared venv in the baseline worktree:\n{planned.stdout[:2000]}")
         assert (checkout / ".venv").resolve() == (ROOT / ".venv").resolve(), "the worktree should use this venv"
     finally:
-        subprocess.run(["git", "worktree", "remove", "--force", str(checkout)], cwd=ROOT, check=False,
-                       capture_output=True)
+        remove_checkout(checkout)
