@@ -86,9 +86,10 @@ def baseline_checkout(revision: str, folder: Path) -> Path:
     (checkout / ".venv").symlink_to(ROOT / ".venv")
     # make rebuilds a venv older than its requirements, and the checkout has just written them: dated
     # back to the shared venv's stamp, they leave it as it is, and the baseline's time holds no install.
-    stamp = (ROOT / ".venv" / ".installed").stat().st_mtime
+    # In nanoseconds: a float second rounds up about half the time, and make compares to the nanosecond.
+    stamp = (ROOT / ".venv" / ".installed").stat().st_mtime_ns
     for path in (checkout / "requirements").glob("*.txt"):
-        os.utime(path, (stamp, stamp))
+        os.utime(path, ns=(stamp, stamp))
     if (ROOT.parent / "shared").is_dir():
         (folder / "shared").symlink_to(ROOT.parent / "shared")
     if (ROOT / "data" / "mooncake").is_dir():
