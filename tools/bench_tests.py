@@ -109,8 +109,10 @@ def bench(tiers: list[str], baseline: str | None) -> list[Timing]:
     print(f"{'run':<34} {'wall s':>8} {'CPU s':>8}  pytest's closing line")
     runs: list[tuple[str, Path, str]] = []
     with tempfile.TemporaryDirectory(prefix="kvlab-bench-tests-", dir=ROOT.parent) as scratch:
+        before: Path | None = None
         if baseline is not None:
-            runs.append((f"before: make test at {baseline[:12]}", baseline_checkout(baseline, Path(scratch)), "test"))
+            before = baseline_checkout(baseline, Path(scratch))
+            runs.append((f"before: make test at {baseline[:12]}", before, "test"))
         runs += [(f"{tier}: make {TIERS[tier]}", ROOT, TIERS[tier]) for tier in tiers]
         try:
             for label, checkout, target in runs:
@@ -118,8 +120,8 @@ def bench(tiers: list[str], baseline: str | None) -> list[Timing]:
                 timings.append(timing)
                 print(f"{label:<34} {timing.wall:8.0f} {timing.cpu:8.0f}  {timing.summary}", flush=True)
         finally:
-            if baseline is not None:
-                remove_checkout(Path(scratch) / "baseline")
+            if before is not None:
+                remove_checkout(before)
     print(speed_line("after the runs"))
     for tier in tiers:
         timing = next(t for t in timings if t.label.startswith(f"{tier}:"))
